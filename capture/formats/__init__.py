@@ -1,0 +1,55 @@
+"""Output formats: a registry of encoders behind one interface (:mod:`.base`).
+
+Each format lives in its own module, named in ``_MODULES``; its encoder class sets
+``name`` (the ``--format`` value). :func:`format_class` loads a format on first use and
+gives a clear error listing the valid names for an unknown one.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from capture.errors import ConfigError
+from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+
+_MODULES: dict[str, tuple[str, str]] = {
+    "json": ("capture.formats.tail_json", "TailJsonEncoder"),
+    "canal": ("capture.formats.canal", "CanalEncoder"),
+    "shareplex": ("capture.formats.shareplex", "ShareplexEncoder"),
+    "dataworks": ("capture.formats.dataworks", "DataWorksEncoder"),
+    "qlik": ("capture.formats.qlik", "QlikEncoder"),
+    "ibm": ("capture.formats.ibm", "IbmDelimitedEncoder"),
+    "dts-avro": ("capture.formats.dts_avro", "DtsAvroEncoder"),
+}
+FORMAT_NAMES: tuple[str, ...] = tuple(_MODULES)
+"""Every ``--format`` value, in the order the docs list them."""
+
+
+def format_class(name: str, *, setting: str = "--format") -> type[Encoder]:
+    """The encoder class called ``name``."""
+    try:
+        module_name, class_name = _MODULES[name]
+    except KeyError:
+        raise ConfigError(
+            f"{setting}: unknown format {name!r}; valid formats: {', '.join(FORMAT_NAMES)}"
+        ) from None
+    cls = getattr(importlib.import_module(module_name), class_name)
+    assert issubclass(cls, Encoder)
+    return cls
+
+
+def encoder_for(
+    name: str, options: FormatOptions | None = None, *, setting: str = "--format"
+) -> Encoder:
+    """Instantiate the encoder called ``name`` with ``options``."""
+    return format_class(name, setting=setting)(options)
+
+
+__all__ = [
+    "FORMAT_NAMES",
+    "EncodedMessage",
+    "Encoder",
+    "FormatOptions",
+    "encoder_for",
+    "format_class",
+]

@@ -1,0 +1,129 @@
+"""Helpers every encoder shares: type families, keys, times and positions.
+
+Type families group PostgreSQL types by how formats treat them; each encoder maps a
+family to its own type system (and documents the mapping in its module docstring).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+import orjson
+
+from capture.events import ChangeEvent, Column, Image, Table, pg_ts_to_datetime
+from capture.pgoutput.messages import UNCHANGED_TOAST
+
+
+class Family(enum.Enum):
+    """How a column's type is treated by the output formats."""
+
+    BOOL = "bool"
+    SMALLINT = "smallint"
+    INTEGER = "integer"
+    BIGINT = "bigint"
+    NUMERIC = "numeric"
+    REAL = "real"
+    DOUBLE = "double"
+    CHAR = "char"
+    """Fixed-length character (bpchar)."""
+    STRING = "string"
+    """text, varchar, name, enums, and any type without a better family."""
+    BYTES = "bytes"
+    DATE = "date"
+    TIME = "time"
+    TIMETZ = "timetz"
+    TIMESTAMP = "timestamp"
+    TIMESTAMPTZ = "timestamptz"
+    INTERVAL = "interval"
+    UUID = "uuid"
+    JSON = "json"
+    NETWORK = "network"
+    ARRAY = "array"
+    OTHER = "other"
+    """Known to PostgreSQL but with no portable form (point, money, tsvector…): text."""
+
+
+_FAMILIES: Final = {
+    "bool": Family.BOOL,
+    "int2": Family.SMALLINT,
+    "int4": Family.INTEGER,
+    "oid": Family.BIGINT,
+    "xid": Family.BIGINT,
+    "int8": Family.BIGINT,
+    "numeric": Family.NUMERIC,
+    "float4": Family.REAL,
+    "float8": Family.DOUBLE,
+    "bpchar": Family.CHAR,
+    "char": Family.CHAR,
+    "text": Family.STRING,
+    "varchar": Family.STRING,
+    "name": Family.STRING,
+    "bytea": Family.BYTES,
+    "date": Family.DATE,
+    "time": Family.TIME,
+    "timetz": Family.TIMETZ,
+    "timestamp": Family.TIMESTAMP,
+    "timestamptz": Family.TIMESTAMPTZ,
+    "interval": Family.INTERVAL,
+    "uuid": Family.UUID,
+    "json": Family.JSON,
+    "jsonb": Family.JSON,
+    "inet": Family.NETWORK,
+    "cidr": Family.NETWORK,
+    "macaddr": Family.NETWORK,
+    "macaddr8": Family.NETWORK,
+    "money": Family.OTHER,
+    "point": Family.OTHER,
+    "tsvector": Family.OTHER,
+    "bit": Family.OTHER,
+    "varbit": Family.OTHER,
+    "xml": Family.OTHER,
+}
+
+LOB_FAMILIES: Final = frozenset({Family.BYTES, Family.JSON})
+"""Families that formats with a LOB notion treat as LOBs (with text, see ``is_lob``)."""
+
+
+def family(column: Column) -> Family:
+    """The family of ``column``'s type (arrays first, then by type name)."""
+    name = column.type_name
+    if name.startswith("_"):
+        return Family.ARRAY
+    return _FAMILIES.get(name, Family.STRING)
+
+
+def is_lob(column: Column) -> bool:
+    """Whether the column is a LOB: unbounded text, bytea or json (Qlik masks, IBM)."""
+    fam = family(column)
+    if fam in LOB_FAMILIES:
+        return True
+    return fam is Family.STRING and column.type_name == "text"
+
+
+def row_key(table: Table, image: Image | None) -> bytes:
+    """Kafka key that puts every change of one row in one partition.
+
+    ``schema.table`` plus the primary-key values (text form) as a JSON array; the whole
+    row's values when the table has no key. Stable across restarts and processes.
+    """
+    if image is None:
+        return table.qualified_name.encode()
+    names = table.primary_key
+    if names:
+        index = {n: i for i, n in enumerate(table.column_names)}
+        values = [image.text(index[n]) for n in names]
+    else:
+        values = [image.text(i) for i in image.present_indexes()]
+    cleaned = [None if v is UNCHANGED_TOAST else v for v in values]
+    return table.qualified_name.encode() + b":" + orjson.dumps(cleaned)
+
+
+def commit_unix_ms(event: ChangeEvent) -> int:
+    """Commit time as milliseconds since the Unix epoch."""
+    return (event.commit_ts + 946_684_800_000_000) // 1000
+
+
+def commit_datetime_text(event: ChangeEvent) -> str:
+    """Commit time, ISO-8601 UTC with microseconds."""
+    return pg_ts_to_datetime(event.commit_ts).isoformat()

@@ -1,0 +1,125 @@
+"""The one interface every output format implements, and the options they share.
+
+An :class:`Encoder` turns the stream of committed transactions
+(``TransactionBegin, ChangeEvent*, TransactionCommit``) into :class:`EncodedMessage`
+objects: each is one Kafka message value (and key), or one unit printed by
+``walcast tail``. Encoders are stateful (sequence counters, per-table metadata already
+announced, the open IBM message) and see the items of one stream in order.
+
+Invariants every encoder keeps:
+
+* Memory is bounded whatever the transaction size: an encoder may keep at most one
+  pending message (e.g. an IBM segment below its size limit), never a whole transaction.
+  Formats that must state a transaction's size up front set ``needs_transaction_size``;
+  the source then holds transactions (spilling to disk) so that
+  ``TransactionBegin.change_count`` is known.
+* Every change message carries the commit LSN and the ordinal within the transaction,
+  in the format's own fields where it has them, so consumers can drop replays.
+* Values survive encoding exactly (the format's string form where it has no exact type).
+"""
+
+from __future__ import annotations
+
+import base64
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from capture.events import (
+    ChangeEvent,
+    LogicalMessageEvent,
+    StreamItem,
+    TransactionBegin,
+    TransactionCommit,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedMessage:
+    """One output message."""
+
+    value: bytes
+    key: bytes | None
+    kind: str
+    """"change", "begin", "commit", "heartbeat", "metadata" or "transaction"."""
+    schema: str | None = None
+    """Source schema of a per-table message (for topic templates); None otherwise."""
+    table: str | None = None
+    commit_lsn: int | None = None
+    xid: int | None = None
+    ordinal: int | None = None
+    """Ordinal of the (first) change the message carries."""
+
+
+@dataclass(frozen=True, slots=True)
+class FormatOptions:
+    """Options shared by all formats, plus each format's own (``settings``)."""
+
+    source_name: str = "walcast"
+    """The producing program's name, where a format carries one."""
+    source_version: str = "PostgreSQL"
+    """The source database's version text, e.g. "15.18"."""
+    database: str = "postgres"
+    """The source database name."""
+    server: str = "localhost"
+    """The source server's name, where a format carries one (Qlik lineage)."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Format-specific settings; each encoder validates its own and rejects unknown keys
+    with a ConfigError naming ``<format>.<key>``."""
+
+
+class Encoder(ABC):
+    """Base of every output format."""
+
+    name: ClassVar[str]
+    """Registry name, as given to ``--format``."""
+    binary_output: ClassVar[bool] = False
+    """Values are binary (Avro); ``tail`` prints them base64-encoded, one per line."""
+    needs_transaction_size: ClassVar[bool] = False
+    """The format states a transaction's size before its changes (see module docstring)."""
+
+    def __init__(self, options: FormatOptions | None = None) -> None:
+        self.options = options if options is not None else FormatOptions()
+
+    def encode(self, item: StreamItem) -> list[EncodedMessage]:
+        """Dispatch one stream item to the matching method."""
+        if isinstance(item, ChangeEvent):
+            return self.change(item)
+        if isinstance(item, TransactionBegin):
+            return self.begin(item)
+        if isinstance(item, TransactionCommit):
+            return self.commit(item)
+        if isinstance(item, LogicalMessageEvent):
+            return self.logical_message(item)
+        return []
+
+    def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:  # noqa: ARG002
+        """Messages at the start of a transaction (none by default)."""
+        return []
+
+    @abstractmethod
+    def change(self, event: ChangeEvent) -> list[EncodedMessage]:
+        """Messages for one row change."""
+
+    def commit(self, commit: TransactionCommit) -> list[EncodedMessage]:  # noqa: ARG002
+        """Messages at the end of a transaction (none by default)."""
+        return []
+
+    def logical_message(self, message: LogicalMessageEvent) -> list[EncodedMessage]:  # noqa: ARG002
+        """Messages for a ``pg_logical_emit_message`` record (none by default)."""
+        return []
+
+    def heartbeat(self, lsn: int, now_us: int) -> list[EncodedMessage]:  # noqa: ARG002
+        """A heartbeat record, where the format defines one; ``now_us`` is Unix µs."""
+        return []
+
+    def flush(self) -> list[EncodedMessage]:
+        """Anything still pending (called at shutdown); none by default."""
+        return []
+
+    def frame_for_tail(self, message: EncodedMessage) -> bytes:
+        """How ``walcast tail`` prints one message: a line, base64 for binary formats."""
+        if self.binary_output:
+            return base64.b64encode(message.value) + b"\n"
+        return message.value + b"\n"

@@ -1,0 +1,101 @@
+"""The relation and type cache: Relation/Type messages in, :class:`~capture.events.Table` out.
+
+The decoder never resolves anything; the consumer feeds every Relation and Type message
+here and asks for tables by relation OID. Each Relation message compiles the table's
+per-column decoders once (see :class:`capture.events.Table`), so the row path does no
+type lookups.
+
+Invariants:
+
+* A Type message is applied before the Relation that uses the type (the server sends
+  them in that order), so the compiled decoders see the type's name.
+* A later Relation message for the same OID replaces the table (its layout changed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from capture.errors import UnknownRelationError
+from capture.events import Column, Table
+from capture.pgoutput.messages import Relation, ReplicaIdentity, Type
+from capture.types import TypeRegistry
+
+
+KeyResolver = Callable[[int, str, str], tuple[str, ...] | None]
+"""(relation OID, schema, table) → primary-key column names, or None when unknown."""
+
+
+class RelationCache:
+    """Tables and types known from the stream so far.
+
+    ``key_resolver`` (optional) looks up primary keys in the catalog for tables whose
+    replica identity is FULL; it is called once per Relation message, never per row.
+    """
+
+    def __init__(
+        self, types: TypeRegistry | None = None, key_resolver: KeyResolver | None = None
+    ) -> None:
+        self.types = types if types is not None else TypeRegistry()
+        self.key_resolver = key_resolver
+        self._tables: dict[int, Table] = {}
+
+    def apply_type(self, message: Type) -> None:
+        """Record a Type message (enum, domain or other non-built-in type)."""
+        self.types.register_type(message.type_oid, message.namespace, message.name)
+
+    def apply_relation(self, message: Relation) -> Table:
+        """Record a Relation message and return the compiled table."""
+        codecs = [self.types.codec(c.type_oid) for c in message.columns]
+        columns = tuple(
+            Column(c.name, c.type_oid, codec.name, c.type_modifier, c.is_key)
+            for c, codec in zip(message.columns, codecs, strict=True)
+        )
+        key_indexes = tuple(i for i, c in enumerate(columns) if c.is_key)
+        schema = message.namespace or "pg_catalog"
+        if message.replica_identity is ReplicaIdentity.FULL:
+            resolved = (
+                self.key_resolver(message.relation_id, schema, message.name)
+                if self.key_resolver is not None
+                else None
+            )
+            primary_key = resolved or ()
+        else:
+            primary_key = tuple(columns[i].name for i in key_indexes)
+        table = Table(
+            relation_id=message.relation_id,
+            schema=schema,
+            name=message.name,
+            replica_identity=message.replica_identity,
+            columns=columns,
+            text_decoders=tuple(c.from_text for c in codecs),
+            binary_decoders=tuple(c.from_binary for c in codecs),
+            renderers=tuple(c.to_text for c in codecs),
+            column_names=tuple(c.name for c in columns),
+            key_indexes=key_indexes,
+            primary_key=primary_key,
+        )
+        self._tables[message.relation_id] = table
+        return table
+
+    def table(self, relation_id: int, *, lsn: int | None = None) -> Table:
+        """The table for ``relation_id``; raises when no Relation message described it."""
+        try:
+            return self._tables[relation_id]
+        except KeyError:
+            from capture.lsn import format_lsn  # noqa: PLC0415
+
+            where = f" at WAL position {format_lsn(lsn)}" if lsn is not None else ""
+            raise UnknownRelationError(
+                f"change for relation OID {relation_id}{where} arrived before any Relation "
+                "message described it",
+                hint="the stream is corrupt or was resumed mid-transaction; restart from the "
+                "slot's confirmed position",
+            ) from None
+
+    def __contains__(self, relation_id: int) -> bool:
+        return relation_id in self._tables
+
+    def tables(self) -> list[Table]:
+        """All tables seen so far."""
+        return list(self._tables.values())

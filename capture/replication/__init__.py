@@ -1,0 +1,1 @@
+"""The replication connection: CopyBoth framing, slot/publication setup, the stream client."""

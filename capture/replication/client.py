@@ -1,0 +1,213 @@
+"""The replication stream over psycopg 3: START_REPLICATION and CopyBoth traffic.
+
+``START_REPLICATION … LOGICAL …`` runs through ``Connection.execute``; the CopyBoth data
+then flows over the connection's libpq wrapper: ``pgconn.get_copy_data`` (non-blocking),
+``put_copy_data``, ``flush`` and ``consume_input``, waiting on ``pgconn.socket``.
+
+Acknowledgement invariant: the flushed LSN sent to the server only ever moves forward, and
+only to a value the caller passed to :meth:`ReplicationStream.acknowledge`, i.e. a
+position whose changes the caller has durably handed on. Status updates are sent every
+``status_interval`` seconds, when the server asks for one, and on close.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from dataclasses import dataclass
+from typing import Final
+
+import psycopg
+from psycopg import pq, sql
+
+from capture import dsn as dsn_util
+from capture.errors import ConnectionLostError, SetupError
+from capture.lsn import format_lsn
+from capture.replication.protocol import Keepalive, XLogData, parse_copy_data, standby_status
+from capture.replication.setup import connect
+
+DEFAULT_STATUS_INTERVAL: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOptions:
+    """pgoutput options for START_REPLICATION."""
+
+    publications: tuple[str, ...]
+    proto_version: int = 1
+    binary: bool = False
+    streaming: str | None = None
+    """None (off), "on", or "parallel" (v4)."""
+    messages: bool = False
+    two_phase: bool = False
+
+    def render(self, conn: psycopg.Connection[tuple[object, ...]]) -> sql.Composable:
+        """The option list, every value a quoted literal."""
+        pubs = ",".join(sql.Identifier(p).as_string(conn) for p in self.publications)
+        options: list[tuple[str, str]] = [
+            ("proto_version", str(self.proto_version)),
+            ("publication_names", pubs),
+        ]
+        if self.binary:
+            options.append(("binary", "true"))
+        if self.streaming:
+            options.append(("streaming", self.streaming))
+        if self.messages:
+            options.append(("messages", "true"))
+        if self.two_phase:
+            options.append(("two_phase", "true"))
+        return sql.SQL(", ").join(
+            sql.SQL("{} {}").format(sql.SQL(k), sql.Literal(v)) for k, v in options
+        )
+
+
+class ReplicationStream:
+    """A running logical replication stream from one slot."""
+
+    def __init__(
+        self,
+        dsn: str,
+        slot: str,
+        options: StreamOptions,
+        *,
+        start_lsn: int = 0,
+        status_interval: float = DEFAULT_STATUS_INTERVAL,
+    ) -> None:
+        self.dsn = dsn
+        self.slot = slot
+        self.options = options
+        self.status_interval = status_interval
+        self.received_lsn = start_lsn
+        """Highest WAL end seen in XLogData or keepalives."""
+        self.acked_lsn = start_lsn
+        """Highest LSN the caller acknowledged; the flushed LSN sent to the server."""
+        self._sent_ack = -1
+        self._last_status = 0.0
+        self._conn = connect(dsn, replication=True)
+        self._pgconn = self._conn.pgconn
+        self._start(start_lsn)
+
+    def _start(self, start_lsn: int) -> None:
+        stmt = sql.SQL("START_REPLICATION SLOT {} LOGICAL {} ({})").format(
+            sql.Identifier(self.slot),
+            sql.SQL(format_lsn(start_lsn)),
+            self.options.render(self._conn),
+        )
+        try:
+            self._conn.execute(stmt)
+        except psycopg.Error as exc:
+            text = dsn_util.scrub(str(exc).strip(), self.dsn).splitlines()[0]
+            self._conn.close()
+            if "is active for PID" in text:
+                raise SetupError(
+                    f"replication slot {self.slot!r} is in use: {text}",
+                    hint="stop the other consumer, or use a different --slot",
+                ) from None
+            if "does not exist" in text:
+                raise SetupError(
+                    text, hint="create it (--create-slot / --create-publication) or fix the name"
+                ) from None
+            raise SetupError(f"START_REPLICATION on slot {self.slot!r} failed: {text}") from None
+        if self._pgconn.status != pq.ConnStatus.OK:
+            raise ConnectionLostError("replication connection closed right after start")
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read(self, timeout: float) -> XLogData | Keepalive | None:
+        """Return the next message, or None after ``timeout`` seconds without one.
+
+        Keepalives that request a reply are answered before they are returned. A due
+        periodic status update is sent on every call.
+        """
+        pgconn = self._pgconn
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                size, data = pgconn.get_copy_data(1)
+            except psycopg.OperationalError as exc:
+                raise self._lost(exc) from None
+            if size > 0:
+                message = parse_copy_data(data)
+                if isinstance(message, XLogData):
+                    if message.wal_end > self.received_lsn:
+                        self.received_lsn = message.wal_end
+                else:
+                    if message.wal_end > self.received_lsn:
+                        self.received_lsn = message.wal_end
+                    if message.reply_requested:
+                        self.send_status()
+                self.maybe_send_status()
+                return message
+            if size == -1:
+                raise self._lost(None)
+            self.maybe_send_status()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            wait = min(remaining, self.status_interval)
+            ready, _, _ = select.select([pgconn.socket], [], [], wait)
+            if ready:
+                try:
+                    pgconn.consume_input()
+                except psycopg.OperationalError as exc:
+                    raise self._lost(exc) from None
+
+    def _lost(self, exc: BaseException | None) -> ConnectionLostError:
+        detail = self._pgconn.get_error_message() if exc is None else str(exc)
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        detail = dsn_util.scrub(detail.strip(), self.dsn) or "connection closed"
+        return ConnectionLostError(
+            f"replication stream from slot {self.slot!r} ended at "
+            f"{format_lsn(self.received_lsn)}: {detail.splitlines()[-1]}",
+            hint="walcast resumes from the slot's confirmed position on restart",
+        )
+
+    # -- acknowledging ---------------------------------------------------------------------
+
+    def acknowledge(self, lsn: int) -> None:
+        """Record that everything up to ``lsn`` was handed on; never moves backwards."""
+        self.acked_lsn = max(lsn, self.acked_lsn)
+
+    def maybe_send_status(self) -> None:
+        """Send a status update if the interval has passed."""
+        if time.monotonic() - self._last_status >= self.status_interval:
+            self.send_status()
+
+    def send_status(self, *, reply: bool = False) -> None:
+        """Send a standby status update with the acknowledged LSN as flushed/applied."""
+        ack = self.acked_lsn
+        payload = standby_status(max(self.received_lsn, ack), ack, ack, reply=reply)
+        try:
+            self._pgconn.put_copy_data(payload)
+            while self._pgconn.flush() == 1:
+                select.select([], [self._pgconn.socket], [], 1.0)
+        except psycopg.OperationalError as exc:
+            raise self._lost(exc) from None
+        self._sent_ack = ack
+        self._last_status = time.monotonic()
+
+    def close(self, *, timeout: float = 5.0) -> None:
+        """Send a final status update, end the copy, and disconnect.
+
+        The server handles messages in order, so waiting for the end of the copy proves
+        that it has processed the final acknowledgement before the socket closes.
+        """
+        pgconn = self._pgconn
+        try:
+            if pgconn.status == pq.ConnStatus.OK:
+                self.send_status()
+                pgconn.put_copy_end()
+                pgconn.flush()
+                deadline = time.monotonic() + timeout
+                while time.monotonic() < deadline:
+                    size, _ = pgconn.get_copy_data(1)
+                    if size == -1:
+                        break
+                    if size == 0:
+                        select.select([pgconn.socket], [], [], 0.2)
+                        pgconn.consume_input()
+        except (ConnectionLostError, psycopg.Error):
+            pass
+        finally:
+            self._conn.close()

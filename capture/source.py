@@ -1,0 +1,176 @@
+"""A change source: preflight, the replication stream, decoding and reassembly in one place.
+
+:class:`ChangeSource` is what commands consume. It yields
+:data:`~capture.events.StreamItem` objects of committed transactions in commit order.
+The consumer calls :meth:`ChangeSource.acknowledge` with a ``TransactionCommit.end_lsn``
+once everything up to that commit has been delivered; only then may the slot advance.
+
+On a quiet database the server's keepalives carry a WAL end past the last commit. When
+the consumer has delivered everything emitted and nothing is in flight, that position
+is acknowledged too, so the slot does not retain WAL for nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import structlog
+
+from capture import dsn as dsn_util
+from capture.errors import ConfigError, DecodeError
+from capture.events import StreamItem, TransactionCommit
+from capture.formats.base import FormatOptions
+from capture.lsn import format_lsn
+from capture.pgoutput.decoder import PgOutputDecoder
+from capture.relcache import RelationCache
+from capture.replication.client import ReplicationStream, StreamOptions
+from capture.replication.protocol import Keepalive
+from capture.replication.setup import Preflight, highest_proto_version
+from capture.transactions import TransactionAssembler
+
+log = structlog.get_logger("walcast.source")
+
+
+@dataclass(slots=True)
+class SourceConfig:
+    """Where to read from and how. ``None`` options mean "the best the server supports"."""
+
+    dsn: str
+    slot: str
+    publications: list[str]
+    create_slot: bool = False
+    create_publication: bool = False
+    publish_tables: list[str] = field(default_factory=list)
+    proto_version: int | None = None
+    binary: bool = False
+    streaming: str | None = None
+    """"on", "off", "parallel" or None (on where the protocol version allows)."""
+    messages: bool | None = None
+    two_phase: bool = False
+    start_lsn: int = 0
+    status_interval: float = 10.0
+    spill_dir: str | None = None
+    memory_limit: int = 64 * 1024 * 1024
+    hold_transactions: bool = False
+    """Hold each transaction until it commits, so its size is known up front."""
+
+    def validate(self) -> None:
+        """Raise a ConfigError naming the first bad setting."""
+        dsn_util.parse(self.dsn)
+        if not self.slot:
+            raise ConfigError("--slot: a replication slot name is required")
+        if not self.publications or not all(self.publications):
+            raise ConfigError("--publication: at least one publication name is required")
+        if self.streaming not in (None, "on", "off", "parallel"):
+            raise ConfigError(f"--streaming: {self.streaming!r} is not one of on, off, parallel")
+        if self.status_interval <= 0:
+            raise ConfigError("--status-interval: must be a positive number of seconds")
+
+
+class ChangeSource:
+    """Committed changes from one replication slot."""
+
+    def __init__(self, config: SourceConfig) -> None:
+        config.validate()
+        self.config = config
+        with Preflight(config.dsn) as preflight:
+            server = preflight.server()
+            proto = config.proto_version or highest_proto_version(server.version_num)
+            preflight.check_proto_version(server, proto)
+            if config.two_phase and proto < 3:
+                raise ConfigError("--two-phase: needs protocol version 3 (PostgreSQL 15+)")
+            for publication in config.publications:
+                preflight.ensure_publication(
+                    publication, create=config.create_publication, tables=config.publish_tables
+                )
+            preflight.ensure_slot(
+                config.slot, server, create=config.create_slot, two_phase=config.two_phase
+            )
+        streaming = config.streaming
+        if streaming is None:
+            streaming = "on" if proto >= 2 else "off"
+        if streaming != "off" and proto < 2:
+            raise ConfigError(f"--streaming {streaming}: needs protocol version 2 or newer")
+        if streaming == "parallel" and proto < 4:
+            raise ConfigError("--streaming parallel: needs protocol version 4 (PostgreSQL 16+)")
+        messages = config.messages if config.messages is not None else server.version_num >= 140000
+        self.options = StreamOptions(
+            publications=tuple(config.publications),
+            proto_version=proto,
+            binary=config.binary,
+            streaming=None if streaming == "off" else streaming,
+            messages=messages,
+            two_phase=config.two_phase,
+        )
+        self.decoder = PgOutputDecoder(proto, streaming_parallel=streaming == "parallel")
+        self.relations = RelationCache()
+        self.assembler = TransactionAssembler(
+            self.relations,
+            proto_version=proto,
+            streaming_parallel=streaming == "parallel",
+            memory_limit=config.memory_limit,
+            spill_dir=config.spill_dir,
+            hold_transactions=config.hold_transactions,
+        )
+        self.stream = ReplicationStream(
+            config.dsn,
+            config.slot,
+            self.options,
+            start_lsn=config.start_lsn,
+            status_interval=config.status_interval,
+        )
+        self.server = server
+        self._emitted_end = 0
+        self._delivered_end = 0
+        log.info(
+            "stream_started",
+            target=dsn_util.describe(config.dsn),
+            slot=config.slot,
+            publications=config.publications,
+            proto_version=proto,
+            binary=config.binary,
+            streaming=streaming,
+            messages=messages,
+            two_phase=config.two_phase,
+        )
+
+    def format_options(self, settings: dict[str, str] | None = None) -> FormatOptions:
+        """Options for output formats, describing this source."""
+        version = self.server.version_num
+        host = dsn_util.parse(self.config.dsn).get("host", "localhost")
+        return FormatOptions(
+            source_version=f"{version // 10000}.{version % 10000}",
+            database=self.server.database,
+            server=host.split(",")[0] or "localhost",
+            settings=settings or {},
+        )
+
+    def poll(self, timeout: float = 1.0) -> list[StreamItem]:
+        """Read one replication message; return the items it completed (maybe none)."""
+        message = self.stream.read(timeout)
+        if message is None:
+            return []
+        if isinstance(message, Keepalive):
+            if self.assembler.idle and self._delivered_end >= self._emitted_end:
+                self.stream.acknowledge(self.assembler.ack_limit(message.wal_end))
+            return []
+        payload = message.payload
+        try:
+            decoded = self.decoder.decode(payload)
+        except DecodeError as exc:
+            raise exc.at_lsn(message.wal_start) from None
+        items = self.assembler.feed(decoded, payload, message.wal_start)
+        if items and isinstance(items[-1], TransactionCommit):
+            self._emitted_end = max(self._emitted_end, items[-1].end_lsn)
+        return items
+
+    def acknowledge(self, end_lsn: int) -> None:
+        """Everything up to the commit ending at ``end_lsn`` was delivered."""
+        self._delivered_end = max(self._delivered_end, end_lsn)
+        self.stream.acknowledge(self.assembler.ack_limit(end_lsn))
+
+    def close(self) -> None:
+        """Send the final acknowledgement and disconnect."""
+        self.assembler.close()
+        self.stream.close()
+        log.info("stream_closed", slot=self.config.slot, acked=format_lsn(self.stream.acked_lsn))

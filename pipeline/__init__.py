@@ -1,0 +1,1 @@
+"""walcast's Spark jobs: parse every vendor format from Kafka and materialize tables."""

@@ -1,0 +1,183 @@
+"""Reassembly of ordinary, streamed and prepared transactions, from hand-built bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from capture.errors import UnknownRelationError
+from capture.events import ChangeEvent, Op, TransactionBegin, TransactionCommit
+from capture.pgoutput.decoder import PgOutputDecoder
+from capture.relcache import RelationCache
+from capture.transactions import ProtocolStateError, TransactionAssembler
+from tests.support import wire
+
+REL = wire.relation(10, "public", "t", [(1, "id", 23, -1), (0, "v", 25, -1)])
+REL2 = wire.relation(11, "public", "u", [(1, "k", 25, -1)])
+
+
+class Feeder:
+    """Decode and feed wire messages like the replication loop does."""
+
+    def __init__(self, version: int = 3, memory_limit: int = 1 << 20) -> None:
+        self.decoder = PgOutputDecoder(version)
+        self.assembler = TransactionAssembler(
+            RelationCache(), proto_version=version, memory_limit=memory_limit
+        )
+        self.lsn = 0x1000
+
+    def __call__(self, *messages: bytes) -> list:
+        out = []
+        for data in messages:
+            self.lsn += 0x10
+            out.extend(self.assembler.feed(self.decoder.decode(data), data, self.lsn))
+        return out
+
+
+def changes(items: list) -> list[ChangeEvent]:
+    return [i for i in items if isinstance(i, ChangeEvent)]
+
+
+def rows(items: list) -> list[tuple]:
+    return [
+        (c.op.value, c.xid, c.ordinal, c.after.as_dict(typed=False) if c.after else None)
+        for c in changes(items)
+    ]
+
+
+def test_ordinary_transaction_passes_through_in_order() -> None:
+    feed = Feeder()
+    items = feed(
+        wire.begin(0x500, 1_000_000, 700),
+        REL,
+        wire.insert(10, [("t", b"1"), ("t", b"a")]),
+        wire.update(10, [("t", b"2"), ("u", None)], old=[("t", b"1"), ("n", None)], old_kind="K"),
+        wire.delete(10, [("t", b"2"), ("n", None)]),
+        wire.commit(0x500, 0x530, 1_000_000),
+    )
+    assert isinstance(items[0], TransactionBegin)
+    assert items[0].commit_lsn == 0x500
+    events = changes(items)
+    assert [e.op for e in events] == [Op.INSERT, Op.UPDATE, Op.DELETE]
+    assert [e.ordinal for e in events] == [1, 2, 3]
+    assert all(e.commit_lsn == 0x500 and e.xid == 700 for e in events)
+    update = events[1]
+    assert update.before is not None
+    assert update.before.key_only
+    assert update.before.as_dict(typed=False) == {"id": "1"}
+    assert update.after is not None
+    assert update.after.unchanged_toast_columns() == ["v"]
+    assert update.after.as_dict(typed=True) == {"id": 2, "v": update.after.tuple.values[1]}
+    assert events[0].after is not None
+    assert events[0].after.as_dict() == {"id": 1, "v": "a"}
+    commit = items[-1]
+    assert isinstance(commit, TransactionCommit)
+    assert (commit.end_lsn, commit.change_count) == (0x530, 3)
+    assert feed.assembler.idle
+
+
+def test_truncate_is_one_event_per_table() -> None:
+    feed = Feeder()
+    items = feed(
+        wire.begin(0x500, 0, 7), REL, REL2, wire.truncate([10, 11], options=1),
+        wire.commit(0x500, 0x510, 0),
+    )  # fmt: skip
+    events = changes(items)
+    assert [(e.op, e.table.name, e.ordinal, e.truncate_options) for e in events] == [
+        (Op.TRUNCATE, "t", 1, 1),
+        (Op.TRUNCATE, "u", 2, 1),
+    ]
+
+
+def test_unknown_relation_names_oid_and_lsn() -> None:
+    feed = Feeder()
+    feed(wire.begin(0x500, 0, 7))
+    with pytest.raises(UnknownRelationError, match=r"relation OID 99 at WAL position 0/1020"):
+        feed(wire.insert(99, [("t", b"1")]))
+
+
+def test_row_outside_transaction_is_a_protocol_error() -> None:
+    feed = Feeder()
+    feed(REL)
+    with pytest.raises(ProtocolStateError, match="Insert outside a transaction"):
+        feed(wire.insert(10, [("t", b"1"), ("t", b"a")]))
+
+
+def _streamed_chunks(xid: int, sub: int, n: int) -> list[bytes]:
+    msgs = [wire.stream_start(xid), wire.relation(10, "public", "t", [(1, "id", 23, -1), (0, "v", 25, -1)], xid=xid)]
+    msgs += [wire.insert(10, [("t", str(i).encode()), ("t", b"top")], xid=xid) for i in range(n)]
+    msgs += [wire.stream_stop(), wire.stream_start(xid, first=False)]
+    msgs += [wire.insert(10, [("t", str(1000 + i).encode()), ("t", b"sub")], xid=sub) for i in range(n)]
+    msgs += [wire.insert(10, [("t", b"5000"), ("t", b"after")], xid=xid), wire.stream_stop()]
+    return msgs
+
+
+@pytest.mark.parametrize("memory_limit", [1 << 20, 200])
+def test_streamed_transaction_held_until_commit_and_subxact_abort_dropped(memory_limit: int) -> None:
+    feed = Feeder(memory_limit=memory_limit)
+    assert feed(*_streamed_chunks(900, 901, 50)) == []
+    held = feed.assembler._streams[900]
+    assert held.buffer.spilled is (memory_limit == 200)
+    # An ordinary transaction commits between the chunks and is emitted at once.
+    other = feed(wire.begin(0x800, 0, 950), REL2, wire.insert(11, [("t", b"k")]), wire.commit(0x800, 0x810, 0))
+    assert rows(other) == [("insert", 950, 1, {"k": "k"})]
+    assert feed(wire.stream_abort(900, 901)) == []
+    items = feed(wire.stream_commit(900, 0x900, 0x910, 42))
+    got = rows(items)
+    assert len(got) == 51
+    assert all(r[3]["v"] in {"top", "after"} for r in got)
+    assert [r[2] for r in got] == list(range(1, 52))
+    assert items[-1] == TransactionCommit(900, 0x900, 0x910, 42, 51)
+    assert feed.assembler.idle
+
+
+def test_aborted_streamed_transaction_never_appears_and_its_relation_is_not_applied() -> None:
+    feed = Feeder()
+    chunks = _streamed_chunks(900, 901, 3)
+    assert feed(*chunks) == []
+    assert 10 not in feed.assembler.relations
+    assert feed(wire.stream_abort(900, 900)) == []
+    assert feed.assembler.idle
+    assert 10 not in feed.assembler.relations
+
+
+def test_prepared_transaction_commits_later_and_holds_acks() -> None:
+    feed = Feeder()
+    feed(REL)
+    assert feed(
+        wire.begin_prepare(0x700, 0x720, 5, 800, "g1"),
+        wire.insert(10, [("t", b"1"), ("t", b"prep")]),
+        wire.prepare(0x700, 0x720, 5, 800, "g1"),
+    ) == []
+    assert not feed.assembler.idle
+    assert feed.assembler.ack_limit(0x9999) == 0x700
+    later = feed(wire.begin(0x750, 0, 801), wire.insert(10, [("t", b"2"), ("t", b"x")]), wire.commit(0x750, 0x760, 0))
+    assert rows(later) == [("insert", 801, 1, {"id": "2", "v": "x"})]
+    items = feed(wire.commit_prepared(0x780, 0x790, 9, 800, "g1"))
+    assert rows(items) == [("insert", 800, 1, {"id": "1", "v": "prep"})]
+    assert feed.assembler.ack_limit(0x9999) == 0x9999
+
+
+def test_rolled_back_prepared_transaction_never_appears() -> None:
+    feed = Feeder()
+    feed(REL)
+    feed(
+        wire.begin_prepare(0x700, 0x720, 5, 800, "g1"),
+        wire.insert(10, [("t", b"1"), ("t", b"prep")]),
+        wire.prepare(0x700, 0x720, 5, 800, "g1"),
+    )
+    assert feed(wire.rollback_prepared(0x720, 0x740, 5, 6, 800, "g1")) == []
+    assert feed.assembler.idle
+
+
+def test_stream_prepare_then_commit_prepared() -> None:
+    feed = Feeder()
+    feed(*_streamed_chunks(900, 901, 2))
+    assert feed(wire.stream_prepare(0x700, 0x720, 5, 900, "gs")) == []
+    items = feed(wire.commit_prepared(0x780, 0x790, 9, 900, "gs"))
+    assert len(changes(items)) == 5
+
+
+def test_commit_prepared_for_unknown_gid_is_an_error_not_a_silent_loss() -> None:
+    feed = Feeder()
+    with pytest.raises(Exception, match="never received"):
+        feed(wire.commit_prepared(0x780, 0x790, 9, 900, "nope"))
