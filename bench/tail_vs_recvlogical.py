@@ -45,8 +45,8 @@ def main() -> int:
         for lo in range(1, args.rows + 1, args.rows_per_txn):
             hi = min(lo + args.rows_per_txn - 1, args.rows)
             conn.execute(
-                f"INSERT INTO {table} SELECT g, 'value ' || g, g % 100 "  # noqa: S608
-                "FROM generate_series(%s, %s) g",
+                f"INSERT INTO {table} SELECT g, 'value ' || g, g %% 100 "
+                "FROM generate_series(%s::int, %s::int) g",
                 (lo, hi),
             )
         print(f"loaded {args.rows} rows in {time.monotonic() - start:.1f}s", file=sys.stderr)
@@ -70,7 +70,7 @@ def main() -> int:
         if args.binary:
             walcast.append("--binary")
         t0 = time.monotonic()
-        with open(os.devnull, "wb") as devnull:
+        with Path(os.devnull).open("wb") as devnull:
             subprocess.run(walcast, check=True, stdout=devnull, cwd=REPO)
         ours = time.monotonic() - t0
     finally:

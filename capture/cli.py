@@ -7,6 +7,7 @@ code from :class:`~capture.errors.WalcastError`; tracebacks are for bugs only.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import signal
 import sys
@@ -17,7 +18,6 @@ from capture import __version__
 from capture import logging as walcast_logging
 from capture.errors import ConfigError, WalcastError
 from capture.lsn import parse_lsn
-
 
 
 def _positive_int(text: str) -> int:
@@ -189,7 +189,9 @@ def cmd_tail(args: argparse.Namespace) -> int:
     source = ChangeSource(config)
     try:
         encoder = encoder_class(source.format_options(settings))
-        run_tail(source, sys.stdout.buffer, encoder, max_events=args.max_events, stop=stop)
+        sys.stdout.flush()
+        out = io.BufferedWriter(io.FileIO(sys.stdout.fileno(), "w", closefd=False), 1 << 20)
+        run_tail(source, out, encoder, max_events=args.max_events, stop=stop)
     finally:
         source.close()
     return 0

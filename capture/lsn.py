@@ -18,5 +18,7 @@ def parse_lsn(text: str, *, setting: str = "lsn") -> int:
     """Parse ``X/Y`` into an integer; ``setting`` names the option in the error message."""
     match = _LSN_RE.match(text.strip())
     if match is None:
-        raise ConfigError(f"{setting}: {text!r} is not an LSN; expected the form X/Y, e.g. 0/16B3748")
+        raise ConfigError(
+            f"{setting}: {text!r} is not an LSN; expected the form X/Y, e.g. 0/16B3748"
+        )
     return (int(match.group(1), 16) << 32) | int(match.group(2), 16)

@@ -21,7 +21,6 @@ from capture.events import Column, Table
 from capture.pgoutput.messages import Relation, ReplicaIdentity, Type
 from capture.types import TypeRegistry
 
-
 KeyResolver = Callable[[int, str, str], tuple[str, ...] | None]
 """(relation OID, schema, table) → primary-key column names, or None when unknown."""
 
@@ -39,6 +38,8 @@ class RelationCache:
         self.types = types if types is not None else TypeRegistry()
         self.key_resolver = key_resolver
         self._tables: dict[int, Table] = {}
+        self.tables_by_id = self._tables
+        """Read-only view for hot paths: relation OID → Table (use :meth:`table` to fail)."""
 
     def apply_type(self, message: Type) -> None:
         """Record a Type message (enum, domain or other non-built-in type)."""

@@ -146,22 +146,28 @@ class ChangeSource:
         )
 
     def poll(self, timeout: float = 1.0) -> list[StreamItem]:
-        """Read one replication message; return the items it completed (maybe none)."""
-        message = self.stream.read(timeout)
-        if message is None:
-            return []
-        if isinstance(message, Keepalive):
-            if self.assembler.idle and self._delivered_end >= self._emitted_end:
-                self.stream.acknowledge(self.assembler.ack_limit(message.wal_end))
-            return []
-        payload = message.payload
-        try:
-            decoded = self.decoder.decode(payload)
-        except DecodeError as exc:
-            raise exc.at_lsn(message.wal_start) from None
-        items = self.assembler.feed(decoded, payload, message.wal_start)
-        if items and isinstance(items[-1], TransactionCommit):
-            self._emitted_end = max(self._emitted_end, items[-1].end_lsn)
+        """Return the items completed by the replication messages already received.
+
+        Waits up to ``timeout`` seconds for the first message; the list may be empty.
+        """
+        items: list[StreamItem] = []
+        decode = self.decoder.decode
+        feed = self.assembler.feed
+        for message in self.stream.read_batch(timeout):
+            if isinstance(message, Keepalive):
+                if not items and self.assembler.idle and self._delivered_end >= self._emitted_end:
+                    self.stream.acknowledge(self.assembler.ack_limit(message.wal_end))
+                continue
+            payload = message.payload
+            try:
+                decoded = decode(payload)
+            except DecodeError as exc:
+                raise exc.at_lsn(message.wal_start) from None
+            items += feed(decoded, payload, message.wal_start)
+        for item in reversed(items):
+            if isinstance(item, TransactionCommit):
+                self._emitted_end = max(self._emitted_end, item.end_lsn)
+                break
         return items
 
     def acknowledge(self, end_lsn: int) -> None:

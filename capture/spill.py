@@ -20,7 +20,9 @@ DEFAULT_MEMORY_LIMIT: Final = 64 * 1024 * 1024
 class SpillBuffer:
     """Records of one in-progress transaction, in memory or in a temporary file."""
 
-    def __init__(self, memory_limit: int = DEFAULT_MEMORY_LIMIT, directory: str | None = None) -> None:
+    def __init__(
+        self, memory_limit: int = DEFAULT_MEMORY_LIMIT, directory: str | None = None
+    ) -> None:
         self._memory: list[tuple[int, int, bytes]] | None = []
         self._memory_bytes = 0
         self._limit = memory_limit

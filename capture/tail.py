@@ -42,18 +42,21 @@ def run_tail(
     write = out.write
     encode = encoder.encode
     frame = encoder.frame_for_tail
+    lines = encoder.tail_lines
     try:
         while not stop():
             for item in source.poll(1.0):
-                for message in encode(item):
-                    write(frame(message))
-                if isinstance(item, ChangeEvent):
+                if type(item) is ChangeEvent:
+                    write(lines(item))
                     printed += 1
                     if max_events is not None and printed >= max_events:
                         for message in encoder.flush():
                             write(frame(message))
                         return printed
-                elif isinstance(item, TransactionCommit):
+                    continue
+                for message in encode(item):
+                    write(frame(message))
+                if isinstance(item, TransactionCommit):
                     pending_ack = item.end_lsn
             now = time.monotonic()
             if now - last_flush >= FLUSH_INTERVAL:

@@ -72,6 +72,7 @@ from capture.spill import DEFAULT_MEMORY_LIMIT, SpillBuffer
 _NO_ITEMS: Final[list[StreamItem]] = []
 _ROW_TYPES: Final = frozenset({MessageType.INSERT, MessageType.UPDATE, MessageType.DELETE})
 _TRUNCATE: Final = MessageType.TRUNCATE
+_INSERT: Final = Op.INSERT
 
 
 class ProtocolStateError(WalcastError):
@@ -121,6 +122,7 @@ class TransactionAssembler:
         hold_transactions: bool = False,
     ) -> None:
         self.relations = relations
+        self._tables = relations.tables_by_id
         self.hold_transactions = hold_transactions
         self._replay_decoder = PgOutputDecoder(proto_version, streaming_parallel=streaming_parallel)
         self._memory_limit = memory_limit
@@ -254,12 +256,14 @@ class TransactionAssembler:
 
     def _changes(self, opened: _Open, message: Message, wal_start: int) -> list[StreamItem]:
         """Build the change events of one row message inside ``opened``."""
-        if isinstance(message, Insert):
-            table = self.relations.table(message.relation_id, lsn=wal_start)
+        if type(message) is Insert:
+            table = self._tables.get(message.relation_id) or self.relations.table(
+                message.relation_id, lsn=wal_start
+            )
             opened.ordinal += 1
             return [
                 ChangeEvent(
-                    Op.INSERT, table, None, Image(table, message.new), opened.xid,
+                    _INSERT, table, None, Image(table, message.new), opened.xid,
                     opened.commit_lsn, opened.commit_ts, opened.ordinal,
                 )
             ]  # fmt: skip
@@ -311,7 +315,7 @@ class TransactionAssembler:
             ]
         return _NO_ITEMS
 
-    def _logical_message(self, message: Message, raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _logical_message(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
         assert isinstance(message, LogicalMessage)
         if message.transactional and self._open is not None:
             return self._changes(self._open, message, wal_start)
@@ -349,7 +353,7 @@ class TransactionAssembler:
         self._current_stream = None
         return _NO_ITEMS
 
-    def _stream_commit(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _stream_commit(self, message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
         assert isinstance(message, StreamCommit)
         held = self._streams.pop(message.xid, None)
         if held is None:
@@ -442,7 +446,7 @@ class TransactionAssembler:
         self._prepared[message.gid] = held
         return _NO_ITEMS
 
-    def _commit_prepared(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _commit_prepared(self, message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
         assert isinstance(message, CommitPrepared)
         held = self._prepared.pop(message.gid, None)
         if held is None:
@@ -457,7 +461,9 @@ class TransactionAssembler:
             held, message.xid, message.commit_lsn, message.end_lsn, message.commit_ts
         )
 
-    def _rollback_prepared(self, message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
+    def _rollback_prepared(
+        self, message: Message, _raw: bytes, _wal_start: int
+    ) -> list[StreamItem]:
         assert isinstance(message, RollbackPrepared)
         held = self._prepared.pop(message.gid, None)
         if held is not None:

@@ -33,8 +33,7 @@ def format_class(name: str, *, setting: str = "--format") -> type[Encoder]:
         raise ConfigError(
             f"{setting}: unknown format {name!r}; valid formats: {', '.join(FORMAT_NAMES)}"
         ) from None
-    cls = getattr(importlib.import_module(module_name), class_name)
-    assert issubclass(cls, Encoder)
+    cls: type[Encoder] = getattr(importlib.import_module(module_name), class_name)
     return cls
 
 

@@ -35,7 +35,7 @@ from capture.events import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EncodedMessage:
     """One output message."""
 
@@ -90,9 +90,7 @@ class Encoder(ABC):
             return self.begin(item)
         if isinstance(item, TransactionCommit):
             return self.commit(item)
-        if isinstance(item, LogicalMessageEvent):
-            return self.logical_message(item)
-        return []
+        return self.logical_message(item)
 
     def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:  # noqa: ARG002
         """Messages at the start of a transaction (none by default)."""
@@ -117,6 +115,13 @@ class Encoder(ABC):
     def flush(self) -> list[EncodedMessage]:
         """Anything still pending (called at shutdown); none by default."""
         return []
+
+    def tail_lines(self, event: ChangeEvent) -> bytes:
+        """Everything ``walcast tail`` prints for one change.
+
+        Formats may override this with a faster path that builds no EncodedMessage.
+        """
+        return b"".join(self.frame_for_tail(m) for m in self.change(event))
 
     def frame_for_tail(self, message: EncodedMessage) -> bytes:
         """How ``walcast tail`` prints one message: a line, base64 for binary formats."""

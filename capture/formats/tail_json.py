@@ -22,12 +22,14 @@ from typing import Any, ClassVar, Final
 
 import orjson
 
-from capture.events import ChangeEvent, Image, pg_ts_to_datetime
+from capture.events import ChangeEvent, Image, Op, Table, pg_ts_to_datetime
 from capture.formats.base import EncodedMessage, Encoder
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
 
 _BINARY: Final = ord("b")
+_TEXT: Final = ord("t")
+_UNCHANGED: Final = ord("u")
 
 
 def image_texts(image: Image | None) -> dict[str, Any] | None:
@@ -38,6 +40,9 @@ def image_texts(image: Image | None) -> dict[str, Any] | None:
     names = table.column_names
     values = image.tuple.values
     kinds = image.tuple.kinds
+    if not image.key_only and kinds.count(_TEXT) == len(kinds):
+        # Every column sent as text and none NULL/unchanged: all in C.
+        return dict(zip(names, map(bytes.decode, values), strict=True))  # type: ignore[arg-type]
     out: dict[str, Any] = {}
     for i in image.present_indexes():
         raw = values[i]
@@ -46,45 +51,64 @@ def image_texts(image: Image | None) -> dict[str, Any] | None:
         elif raw is UNCHANGED_TOAST:
             continue
         elif kinds[i] == _BINARY:
-            out[names[i]] = table.renderers[i](table.binary_decoders[i](raw))
+            out[names[i]] = table.renderers[i](table.binary_decoders[i](raw))  # type: ignore[arg-type]
         else:
-            out[names[i]] = raw.decode()  # type: ignore[union-attr]
+            out[names[i]] = raw.decode()  # type: ignore[union-attr]  # the u kind was handled above
     return out
 
 
 class TailJsonEncoder(Encoder):
-    """One JSON object per row change; per-transaction fields are computed once."""
+    """One JSON object per row change.
+
+    The keys before ``before`` are the same for every change of one operation on one
+    table in one transaction, so their bytes are built once and reused (the hot path
+    then serializes only the images).
+    """
 
     name: ClassVar[str] = "json"
 
     def __init__(self, options: Any = None) -> None:
         super().__init__(options)
-        self._ts = -1
-        self._time = ""
-        self._lsn = -1
-        self._lsn_text = ""
+        self._prefix_key: tuple[Op, Table, int] | None = None
+        self._prefix = b""
+
+    def _head(self, event: ChangeEvent) -> bytes:
+        key = (event.op, event.table, event.commit_lsn)
+        if key != self._prefix_key:
+            table = event.table
+            head = orjson.dumps(
+                {
+                    "op": event.op,
+                    "schema": table.schema,
+                    "table": table.name,
+                    "xid": event.xid,
+                    "commit_lsn": format_lsn(event.commit_lsn),
+                    "commit_time": pg_ts_to_datetime(event.commit_ts).isoformat(),
+                }
+            )
+            self._prefix = head[:-1] + b',"before":'
+            self._prefix_key = key
+        return self._prefix
 
     def render(self, event: ChangeEvent) -> bytes:
-        """The JSON document (without newline) for ``event``."""
-        if event.commit_ts != self._ts:
-            self._ts = event.commit_ts
-            self._time = pg_ts_to_datetime(event.commit_ts).isoformat()
-        if event.commit_lsn != self._lsn:
-            self._lsn = event.commit_lsn
-            self._lsn_text = format_lsn(event.commit_lsn)
+        """The JSON document, newline-terminated, for ``event``."""
+        before = event.before
         after = event.after
-        return orjson.dumps(
-            {
-                "op": event.op.value,
-                "schema": event.table.schema,
-                "table": event.table.name,
-                "xid": event.xid,
-                "commit_lsn": self._lsn_text,
-                "commit_time": self._time,
-                "before": image_texts(event.before),
-                "after": image_texts(after),
-                "unchanged_toast": after.unchanged_toast_columns() if after is not None else [],
-            }
+        toast = (
+            orjson.dumps(after.unchanged_toast_columns())
+            if after is not None and _UNCHANGED in after.tuple.kinds
+            else b"[]"
+        )
+        return b"".join(
+            (
+                self._head(event),
+                b"null" if before is None else orjson.dumps(image_texts(before)),
+                b',"after":',
+                b"null" if after is None else orjson.dumps(image_texts(after)),
+                b',"unchanged_toast":',
+                toast,
+                b"}\n",
+            )
         )
 
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
@@ -92,7 +116,7 @@ class TailJsonEncoder(Encoder):
         table = event.table
         return [
             EncodedMessage(
-                self.render(event),
+                self.render(event)[:-1],
                 table.qualified_name.encode(),
                 "change",
                 table.schema,
@@ -102,3 +126,7 @@ class TailJsonEncoder(Encoder):
                 event.ordinal,
             )
         ]
+
+    def tail_lines(self, event: ChangeEvent) -> bytes:
+        """What ``walcast tail`` prints for ``event``, without building messages."""
+        return self.render(event)

@@ -51,8 +51,11 @@ from capture.pgoutput.messages import (
 )
 
 _I16: Final = struct.Struct(">h")
+_I16_UNPACK: Final = _I16.unpack_from
 _I32: Final = struct.Struct(">i")
+_I32_UNPACK: Final = _I32.unpack_from
 _U32: Final = struct.Struct(">I")
+_U32_UNPACK: Final = _U32.unpack_from
 _I64: Final = struct.Struct(">q")
 _U64: Final = struct.Struct(">Q")
 _BEGIN: Final = struct.Struct(">QqI")
@@ -126,40 +129,52 @@ def _string(buf: bytes, pos: int, what: str) -> tuple[str, int]:
         raise _Fail(pos + exc.start, f"{what} is not valid UTF-8") from None
 
 
-def _tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
-    """Parse TupleData at ``pos``; the hot path of decoding."""
+def _tuple(
+    buf: bytes,
+    pos: int,
+    _unpack_i16: Callable[[bytes, int], tuple[int]] = _I16_UNPACK,
+    _unpack_i32: Callable[[bytes, int], tuple[int]] = _I32_UNPACK,
+    _unchanged: UnchangedToast = UNCHANGED_TOAST,
+    _tuple_data: type[TupleData] = TupleData,
+) -> tuple[TupleData, int]:
+    """Parse TupleData at ``pos``; the hot path of decoding.
+
+    Bounds are checked by the slicing/unpacking itself (IndexError, struct.error), which
+    are turned into a failure at the current offset; only lengths need an explicit check.
+    """
+    start = pos
     size = len(buf)
-    if pos + 2 > size:
-        raise _Fail(pos, "truncated: TupleData column count")
-    (ncols,) = _I16.unpack_from(buf, pos)
-    if ncols < 0:
-        raise _Fail(pos, f"negative TupleData column count {ncols}")
-    pos += 2
     values: list[bytes | UnchangedToast | None] = []
     append = values.append
-    kinds = bytearray(ncols)
-    for i in range(ncols):
-        if pos >= size:
-            raise _Fail(pos, f"truncated: TupleData column {i} of {ncols}")
-        kind = buf[pos]
-        kinds[i] = kind
-        pos += 1
-        if kind == _KIND_TEXT or kind == _KIND_BINARY:  # noqa: PLR1714 - hot path
-            if pos + 4 > size:
-                raise _Fail(pos, f"truncated: length of column {i}")
-            (length,) = _I32.unpack_from(buf, pos)
-            pos += 4
-            if length < 0 or pos + length > size:
-                raise _Fail(pos - 4, f"column {i} length {length} exceeds the message")
-            append(buf[pos : pos + length])
-            pos += length
-        elif kind == _KIND_NULL:
-            append(None)
-        elif kind == _KIND_UNCHANGED:
-            append(UNCHANGED_TOAST)
-        else:
-            raise _Fail(pos - 1, f"unknown TupleData column kind 0x{kind:02x} in column {i}")
-    return TupleData(bytes(kinds), tuple(values)), pos
+    i = -1
+    try:
+        (ncols,) = _unpack_i16(buf, pos)
+        if ncols < 0:
+            raise _Fail(pos, f"negative TupleData column count {ncols}")
+        pos += 2
+        kinds = bytearray(ncols)
+        for i in range(ncols):
+            kind = buf[pos]
+            kinds[i] = kind
+            pos += 1
+            if kind == 116 or kind == 98:  # noqa: PLR1714 - 't'/'b', literals on the hot path
+                (length,) = _unpack_i32(buf, pos)
+                pos += 4
+                end = pos + length
+                if length < 0 or end > size:
+                    raise _Fail(pos - 4, f"column {i} length {length} exceeds the message")
+                append(buf[pos:end])
+                pos = end
+            elif kind == 110:  # 'n'
+                append(None)
+            elif kind == 117:  # 'u'
+                append(_unchanged)
+            else:
+                raise _Fail(pos - 1, f"unknown TupleData column kind 0x{kind:02x} in column {i}")
+    except (IndexError, struct.error):
+        what = "column count" if i < 0 and pos == start else f"column {max(i, 0)}"
+        raise _Fail(pos, f"truncated: TupleData {what}") from None
+    return _tuple_data(bytes(kinds), tuple(values)), pos
 
 
 class PgOutputDecoder:
@@ -178,7 +193,7 @@ class PgOutputDecoder:
         self.streaming_parallel = streaming_parallel
         self.in_stream = False
         """True between Stream Start and Stream Stop: row messages then carry an xid."""
-        self._handlers: dict[int, Callable[[bytes, int, int | None], tuple[Message, int]]] = {
+        handlers: dict[int, Callable[[bytes, int, int | None], tuple[Message, int]]] = {
             MessageType.BEGIN: self._begin,
             MessageType.COMMIT: self._commit,
             MessageType.ORIGIN: self._origin,
@@ -199,26 +214,21 @@ class PgOutputDecoder:
             MessageType.COMMIT_PREPARED: self._commit_prepared,
             MessageType.ROLLBACK_PREPARED: self._rollback_prepared,
         }
+        self._handlers = {
+            t: h
+            for t, h in handlers.items()
+            if MIN_VERSION_FOR.get(MessageType(t), 1) <= proto_version
+        }
+        """Handlers of the message types this protocol version has, by type byte."""
 
     def decode(self, data: bytes) -> Message:
         """Decode one whole pgoutput message (the payload of one XLogData)."""
         if not data:
             raise DecodeError("empty message", message_type="?", offset=0)
         type_byte = data[0]
-        type_char = chr(type_byte)
         handler = self._handlers.get(type_byte)
         if handler is None:
-            raise DecodeError(
-                f"unknown message type byte 0x{type_byte:02x}", message_type=type_char, offset=0
-            )
-        min_version = MIN_VERSION_FOR.get(MessageType(type_byte), 1)
-        if self.proto_version < min_version:
-            raise DecodeError(
-                f"message type {MessageType(type_byte).name} needs protocol version "
-                f"{min_version}, stream uses {self.proto_version}",
-                message_type=type_char,
-                offset=0,
-            )
+            raise self._unexpected_type(type_byte)
         pos = 1
         xid: int | None = None
         try:
@@ -228,16 +238,36 @@ class PgOutputDecoder:
                 pos += 4
             message, end = handler(data, pos, xid)
         except _Fail as fail:
-            raise DecodeError(fail.reason, message_type=type_char, offset=fail.offset) from None
+            raise DecodeError(
+                fail.reason, message_type=chr(type_byte), offset=fail.offset
+            ) from None
         except struct.error as exc:
-            raise DecodeError(f"truncated: {exc}", message_type=type_char, offset=pos) from None
+            raise DecodeError(
+                f"truncated: {exc}", message_type=chr(type_byte), offset=pos
+            ) from None
         if end != len(data):
             raise DecodeError(
                 f"{len(data) - end} trailing bytes after the message",
-                message_type=type_char,
+                message_type=chr(type_byte),
                 offset=end,
             )
         return message
+
+    def _unexpected_type(self, type_byte: int) -> DecodeError:
+        try:
+            known = MessageType(type_byte)
+        except ValueError:
+            return DecodeError(
+                f"unknown message type byte 0x{type_byte:02x}",
+                message_type=chr(type_byte),
+                offset=0,
+            )
+        return DecodeError(
+            f"message type {known.name} needs protocol version {MIN_VERSION_FOR[known]}, "
+            f"stream uses {self.proto_version}",
+            message_type=chr(type_byte),
+            offset=0,
+        )
 
     # -- transaction framing --------------------------------------------------------------
 
@@ -293,9 +323,10 @@ class PgOutputDecoder:
     # -- row changes --------------------------------------------------------------------------
 
     def _insert(self, buf: bytes, pos: int, xid: int | None) -> tuple[Message, int]:
-        _need(buf, pos, 5, "Insert header")
-        (relid,) = _U32.unpack_from(buf, pos)
-        if buf[pos + 4] != _PART_NEW:
+        if len(buf) < pos + 5:
+            raise _Fail(pos, "truncated: Insert header needs 5 bytes")
+        (relid,) = _U32_UNPACK(buf, pos)
+        if buf[pos + 4] != 78:  # 'N'
             raise _Fail(pos + 4, f"expected 'N' before the new tuple, got 0x{buf[pos + 4]:02x}")
         new, pos = _tuple(buf, pos + 5)
         return Insert(xid, relid, new), pos
@@ -380,7 +411,9 @@ class PgOutputDecoder:
         gid, pos = _string(buf, pos + _BEGIN_PREPARE_HEAD.size, "gid")
         return BeginPrepare(lsn, end, ts, xid, gid), pos
 
-    def _prepare_fields(self, buf: bytes, pos: int) -> tuple[tuple[int, int, int, int, int], str, int]:
+    def _prepare_fields(
+        self, buf: bytes, pos: int
+    ) -> tuple[tuple[int, int, int, int, int], str, int]:
         _need(buf, pos, _PREPARE_HEAD.size, "Prepare")
         head = _PREPARE_HEAD.unpack_from(buf, pos)
         gid, pos = _string(buf, pos + _PREPARE_HEAD.size, "gid")

@@ -5,6 +5,10 @@ or a type OID to a decoder, is the job of :mod:`capture.relcache`, owned by the 
 
 Conventions:
 
+* The classes created once per row (TupleData, Insert, Update, Delete) are plain slotted
+  dataclasses, not frozen ones: frozen ``__init__`` costs a ``object.__setattr__`` call
+  per field, on the hottest path. Treat every message as immutable all the same.
+
 * LSNs are ``int`` (64-bit), timestamps are ``int`` microseconds since 2000-01-01 UTC
   (PostgreSQL's epoch), exactly as on the wire.
 * ``xid`` on row-level messages is ``None`` outside a streamed transaction; inside one
@@ -83,7 +87,7 @@ class UnchangedToast:
 
     _instance: UnchangedToast | None = None
 
-    def __new__(cls) -> UnchangedToast:
+    def __new__(cls) -> UnchangedToast:  # noqa: PYI034, D102 - a singleton constructor
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -111,7 +115,7 @@ class ColumnKind(enum.IntEnum):
     """Value in the type's binary send format (``binary 'true'``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TupleData:
     """One row image as sent.
 
@@ -188,7 +192,7 @@ class Type:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Insert:
     """``I``: a new row in ``relation_id``."""
 
@@ -197,7 +201,7 @@ class Insert:
     new: TupleData
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Update:
     """``U``: an updated row.
 
@@ -213,7 +217,7 @@ class Update:
     new: TupleData
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Delete:
     """``D``: a deleted row; ``old`` as in :class:`Update`."""
 

@@ -13,6 +13,7 @@ position whose changes the caller has durably handed on. Status updates are sent
 from __future__ import annotations
 
 import select
+import struct
 import time
 from dataclasses import dataclass
 from typing import Final
@@ -23,10 +24,16 @@ from psycopg import pq, sql
 from capture import dsn as dsn_util
 from capture.errors import ConnectionLostError, SetupError
 from capture.lsn import format_lsn
-from capture.replication.protocol import Keepalive, XLogData, parse_copy_data, standby_status
+from capture.replication.protocol import (
+    Keepalive,
+    XLogData,
+    parse_copy_data,
+    standby_status,
+)
 from capture.replication.setup import connect
 
 DEFAULT_STATUS_INTERVAL: Final = 10.0
+_XLOG_HEADER_UNPACK: Final = struct.Struct(">QQq").unpack_from
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,7 @@ class ReplicationStream:
         self.acked_lsn = start_lsn
         """Highest LSN the caller acknowledged; the flushed LSN sent to the server."""
         self._sent_ack = -1
+        self._pending: list[XLogData | Keepalive] = []
         self._last_status = 0.0
         self._conn = connect(dsn, replication=True)
         self._pgconn = self._conn.pgconn
@@ -113,49 +121,67 @@ class ReplicationStream:
 
     # -- reading -------------------------------------------------------------------------
 
-    def read(self, timeout: float) -> XLogData | Keepalive | None:
-        """Return the next message, or None after ``timeout`` seconds without one.
+    def read_batch(self, timeout: float, limit: int = 1024) -> list[XLogData | Keepalive]:
+        """Return the messages already received, at most ``limit``.
+
+        Waits up to ``timeout`` seconds for the first one; returns an empty list after a
+        quiet ``timeout``.
 
         Keepalives that request a reply are answered before they are returned. A due
         periodic status update is sent on every call.
         """
         pgconn = self._pgconn
+        get = pgconn.get_copy_data
+        unpack = _XLOG_HEADER_UNPACK
+        xlog_data = XLogData
+        batch: list[XLogData | Keepalive] = []
+        append = batch.append
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                size, data = pgconn.get_copy_data(1)
-            except psycopg.OperationalError as exc:
-                raise self._lost(exc) from None
-            if size > 0:
-                message = parse_copy_data(data)
-                if isinstance(message, XLogData):
-                    if message.wal_end > self.received_lsn:
-                        self.received_lsn = message.wal_end
-                else:
-                    if message.wal_end > self.received_lsn:
-                        self.received_lsn = message.wal_end
-                    if message.reply_requested:
-                        self.send_status()
+        received = self.received_lsn
+        try:
+            while True:
+                size, data = get(1)
+                if size > 0:
+                    if data[0] == 119 and size > 25:  # 'w', then the 24-byte header
+                        start, end, clock = unpack(data, 1)
+                        append(xlog_data(start, end, clock, bytes(data[25:])))
+                        received = max(received, end)
+                    else:
+                        message = parse_copy_data(data)
+                        append(message)
+                        received = max(message.wal_end, received)
+                        if isinstance(message, Keepalive) and message.reply_requested:
+                            self.received_lsn = received
+                            self.send_status()
+                    if len(batch) >= limit:
+                        break
+                    continue
+                if size == -1:
+                    raise self._lost(None)
+                if batch:
+                    break
                 self.maybe_send_status()
-                return message
-            if size == -1:
-                raise self._lost(None)
-            self.maybe_send_status()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            wait = min(remaining, self.status_interval)
-            ready, _, _ = select.select([pgconn.socket], [], [], wait)
-            if ready:
-                try:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                ready, _, _ = select.select([pgconn.socket], [], [], min(remaining, 1.0))
+                if ready:
                     pgconn.consume_input()
-                except psycopg.OperationalError as exc:
-                    raise self._lost(exc) from None
+        except psycopg.OperationalError as exc:
+            raise self._lost(exc) from None
+        self.received_lsn = received
+        self.maybe_send_status()
+        return batch
+
+    def read(self, timeout: float) -> XLogData | Keepalive | None:
+        """Return the next message, or None after ``timeout`` seconds without one."""
+        if not self._pending:
+            self._pending = self.read_batch(timeout)
+            self._pending.reverse()
+        return self._pending.pop() if self._pending else None
 
     def _lost(self, exc: BaseException | None) -> ConnectionLostError:
         detail = self._pgconn.get_error_message() if exc is None else str(exc)
-        if isinstance(detail, bytes):
-            detail = detail.decode(errors="replace")
         detail = dsn_util.scrub(detail.strip(), self.dsn) or "connection closed"
         return ConnectionLostError(
             f"replication stream from slot {self.slot!r} ended at "

@@ -29,7 +29,7 @@ def pg_now_us() -> int:
     return time.time_ns() // 1000 - _PG_EPOCH_UNIX_S * 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class XLogData:
     """One pgoutput message and where it sits in the WAL."""
 
@@ -67,9 +67,7 @@ def parse_copy_data(data: bytes | memoryview) -> XLogData | Keepalive:
             )
         end, clock, reply = _KEEPALIVE.unpack_from(data, 1)
         return Keepalive(end, clock, bool(reply))
-    raise DecodeError(
-        f"unknown replication message 0x{kind:02x}", message_type=chr(kind), offset=0
-    )
+    raise DecodeError(f"unknown replication message 0x{kind:02x}", message_type=chr(kind), offset=0)
 
 
 def standby_status(written: int, flushed: int, applied: int, *, reply: bool = False) -> bytes:

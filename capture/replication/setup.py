@@ -38,10 +38,10 @@ def connect(dsn: str, *, replication: bool = False) -> psycopg.Connection[tuple[
     """
     dsn_util.parse(dsn)
     target = dsn_util.describe(dsn)
-    kwargs: dict[str, str] = {"replication": "database"} if replication else {}
+    extra = {"replication": "database"} if replication else {}
     try:
         return psycopg.connect(
-            dsn_util.with_session_options(dsn), autocommit=True, connect_timeout=10, **kwargs
+            dsn_util.with_session_options(dsn, **extra), autocommit=True, connect_timeout=10
         )
     except psycopg.OperationalError as exc:
         text = dsn_util.scrub(str(exc).strip(), dsn)
@@ -98,7 +98,7 @@ class Preflight:
         """Close the connection."""
         self.conn.close()
 
-    def __enter__(self) -> Preflight:
+    def __enter__(self) -> Preflight:  # noqa: PYI034 - Preflight is final
         return self
 
     def __exit__(self, *_exc: object) -> None:

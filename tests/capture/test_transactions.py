@@ -103,22 +103,34 @@ def test_row_outside_transaction_is_a_protocol_error() -> None:
 
 
 def _streamed_chunks(xid: int, sub: int, n: int) -> list[bytes]:
-    msgs = [wire.stream_start(xid), wire.relation(10, "public", "t", [(1, "id", 23, -1), (0, "v", 25, -1)], xid=xid)]
+    msgs = [
+        wire.stream_start(xid),
+        wire.relation(10, "public", "t", [(1, "id", 23, -1), (0, "v", 25, -1)], xid=xid),
+    ]
     msgs += [wire.insert(10, [("t", str(i).encode()), ("t", b"top")], xid=xid) for i in range(n)]
     msgs += [wire.stream_stop(), wire.stream_start(xid, first=False)]
-    msgs += [wire.insert(10, [("t", str(1000 + i).encode()), ("t", b"sub")], xid=sub) for i in range(n)]
+    msgs += [
+        wire.insert(10, [("t", str(1000 + i).encode()), ("t", b"sub")], xid=sub) for i in range(n)
+    ]
     msgs += [wire.insert(10, [("t", b"5000"), ("t", b"after")], xid=xid), wire.stream_stop()]
     return msgs
 
 
 @pytest.mark.parametrize("memory_limit", [1 << 20, 200])
-def test_streamed_transaction_held_until_commit_and_subxact_abort_dropped(memory_limit: int) -> None:
+def test_streamed_transaction_held_until_commit_and_subxact_abort_dropped(
+    memory_limit: int,
+) -> None:
     feed = Feeder(memory_limit=memory_limit)
     assert feed(*_streamed_chunks(900, 901, 50)) == []
     held = feed.assembler._streams[900]
     assert held.buffer.spilled is (memory_limit == 200)
     # An ordinary transaction commits between the chunks and is emitted at once.
-    other = feed(wire.begin(0x800, 0, 950), REL2, wire.insert(11, [("t", b"k")]), wire.commit(0x800, 0x810, 0))
+    other = feed(
+        wire.begin(0x800, 0, 950),
+        REL2,
+        wire.insert(11, [("t", b"k")]),
+        wire.commit(0x800, 0x810, 0),
+    )
     assert rows(other) == [("insert", 950, 1, {"k": "k"})]
     assert feed(wire.stream_abort(900, 901)) == []
     items = feed(wire.stream_commit(900, 0x900, 0x910, 42))
@@ -143,14 +155,21 @@ def test_aborted_streamed_transaction_never_appears_and_its_relation_is_not_appl
 def test_prepared_transaction_commits_later_and_holds_acks() -> None:
     feed = Feeder()
     feed(REL)
-    assert feed(
-        wire.begin_prepare(0x700, 0x720, 5, 800, "g1"),
-        wire.insert(10, [("t", b"1"), ("t", b"prep")]),
-        wire.prepare(0x700, 0x720, 5, 800, "g1"),
-    ) == []
+    assert (
+        feed(
+            wire.begin_prepare(0x700, 0x720, 5, 800, "g1"),
+            wire.insert(10, [("t", b"1"), ("t", b"prep")]),
+            wire.prepare(0x700, 0x720, 5, 800, "g1"),
+        )
+        == []
+    )
     assert not feed.assembler.idle
     assert feed.assembler.ack_limit(0x9999) == 0x700
-    later = feed(wire.begin(0x750, 0, 801), wire.insert(10, [("t", b"2"), ("t", b"x")]), wire.commit(0x750, 0x760, 0))
+    later = feed(
+        wire.begin(0x750, 0, 801),
+        wire.insert(10, [("t", b"2"), ("t", b"x")]),
+        wire.commit(0x750, 0x760, 0),
+    )
     assert rows(later) == [("insert", 801, 1, {"id": "2", "v": "x"})]
     items = feed(wire.commit_prepared(0x780, 0x790, 9, 800, "g1"))
     assert rows(items) == [("insert", 800, 1, {"id": "1", "v": "prep"})]

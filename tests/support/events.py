@@ -11,8 +11,8 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 
 from capture.events import ChangeEvent, Image, Op, Table
-from capture.pgoutput.messages import UNCHANGED_TOAST, ReplicaIdentity, TupleData, UnchangedToast
 from capture.pgoutput.decoder import PgOutputDecoder
+from capture.pgoutput.messages import UNCHANGED_TOAST, ReplicaIdentity, TupleData, UnchangedToast
 from capture.relcache import RelationCache
 from tests.support import wire
 
@@ -47,7 +47,7 @@ def make_table(
 
 
 def image(
-    table: Table, values: Mapping[str, str | None | UnchangedToast], *, key_only: bool = False
+    table: Table, values: Mapping[str, str | UnchangedToast | None], *, key_only: bool = False
 ) -> Image:
     """An image from text values; columns missing from ``values`` are NULL."""
     raw = []

@@ -15,8 +15,10 @@ import psycopg
 DATA = Path(__file__).resolve().parent.parent / "data"
 REPO = DATA.parent.parent
 SCHEMA = "walcast_it"
-SESSION = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'; SET IntervalStyle = 'postgres'; " \
+SESSION = (
+    "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'; SET IntervalStyle = 'postgres'; "
     "SET extra_float_digits = 1; SET bytea_output = 'hex'"
+)
 
 
 def psql_path() -> str:
@@ -92,7 +94,9 @@ def reference_lines(scenario: Scenario) -> list[str]:
     return [r[0] for r in rows]
 
 
-def walcast(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def walcast(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the walcast CLI in a subprocess, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "capture", *args],

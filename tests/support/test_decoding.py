@@ -19,7 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-_TABLE_RE = re.compile(r"^table (?P<tables>.+?): (?P<op>INSERT|UPDATE|DELETE|TRUNCATE):(?P<rest>.*)$", re.S)
+_TABLE_RE = re.compile(
+    r"^table (?P<tables>.+?): (?P<op>INSERT|UPDATE|DELETE|TRUNCATE):(?P<rest>.*)$", re.DOTALL
+)
 _COMMIT_RE = re.compile(r"^COMMIT (?P<xid>\d+)(?: \(at (?P<at>.+)\))?$")
 _BEGIN_RE = re.compile(r"^BEGIN (?P<xid>\d+)$")
 UNCHANGED = object()

@@ -9,7 +9,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-Column = tuple[str, bytes | None]  # (kind, value): ("t", b"1"), ("b", b"..."), ("n", None), ("u", None)
+Column = tuple[
+    str, bytes | None
+]  # (kind, value): ("t", b"1"), ("b", b"..."), ("n", None), ("u", None)
 
 
 def _s(text: str) -> bytes:

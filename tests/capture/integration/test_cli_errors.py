@@ -39,7 +39,9 @@ def names(pg_dsn: str):
 
 
 def tail(dsn: str, slot: str, pub: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return sc.walcast("tail", "--dsn", dsn, "--slot", slot, "--publication", pub, *extra, timeout=60)
+    return sc.walcast(
+        "tail", "--dsn", dsn, "--slot", slot, "--publication", pub, *extra, timeout=60
+    )
 
 
 def test_unreachable_server(names) -> None:

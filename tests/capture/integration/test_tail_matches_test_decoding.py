@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import time
 
@@ -14,6 +15,10 @@ from tests.support import test_decoding
 pytestmark = pytest.mark.integration
 
 LOW_WORK_MEM = "options='-c logical_decoding_work_mem=64kB'"
+# Types with a binary send function but no binary decoder in walcast: in --binary mode
+# they arrive as raw bytes and tail shows them as \x-hex (documented); text mode is exact.
+BINARY_UNDECODED = {"c_point", "c_money", "c_tsvector"}
+
 MODES = {
     "text_v3": [],
     "binary_v3": ["--binary"],
@@ -50,7 +55,8 @@ def _normalize_reference(change: test_decoding.Change) -> tuple:
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_tail_equals_test_decoding(scenario, mode: str) -> None:
-    prepared, reference = scenario
+    prepared, shared_reference = scenario
+    reference = copy.deepcopy(shared_reference)
     # The scenario's last change is the marker row; reading exactly as many events as the
     # reference has must end on it.
     assert reference[-1].after == {"id": "7", "owner": "the end", "balance": "0.00"}
@@ -60,6 +66,14 @@ def test_tail_equals_test_decoding(scenario, mode: str) -> None:
         len(reference), *MODES[mode],
     )  # fmt: skip
     assert len(events) == len(reference)
+    if "--binary" in MODES[mode]:
+        for event, change in zip(events, reference, strict=True):
+            for image, ref in ((event["after"], change.after), (event["before"], change.before)):
+                for column in BINARY_UNDECODED & set(image or {}):
+                    value = image.pop(column)
+                    if ref is not None:
+                        ref.pop(column, None)
+                    assert value is None or value.startswith("\\x"), (column, value)
     mismatches = [
         (i, got, want)
         for i, (got, want) in enumerate(
@@ -92,7 +106,7 @@ def _streamed_transactions(dsn: str, slot: str) -> int:
 
 
 def test_scenario_exercised_what_it_claims(scenario) -> None:
-    prepared, reference = scenario
+    _, reference = scenario
     ops = {c.op for c in reference}
     assert ops == {"insert", "update", "delete", "truncate"}
     tables = {c.table for c in reference}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -278,7 +280,10 @@ def test_random_bytes_only_raise_decode_error(data: bytes, version: int, in_stre
     try:
         decoder.decode(data)
     except DecodeError as err:
-        assert err.offset <= len(data)
+        offset = err.offset
+    else:
+        offset = 0
+    assert 0 <= offset <= len(data)
 
 
 @settings(max_examples=2000, deadline=None)
@@ -290,10 +295,8 @@ def test_random_bytes_only_raise_decode_error(data: bytes, version: int, in_stre
 def test_mutated_messages_only_raise_decode_error(data: bytes, where: int, byte: int) -> None:
     mutated = bytearray(data)
     mutated[where % len(data)] = byte
-    try:
+    with contextlib.suppress(DecodeError):
         PgOutputDecoder(4).decode(bytes(mutated))
-    except DecodeError:
-        pass
 
 
 column = st.one_of(
@@ -318,7 +321,5 @@ def test_random_tuples_round_trip(relid: int, cols: list, xid: int | None) -> No
     assert msg.relation_id == relid
     assert msg.xid == xid
     assert msg.new.kinds == "".join(k for k, _ in cols).encode()
-    expected = tuple(
-        None if k == "n" else UNCHANGED_TOAST if k == "u" else v for k, v in cols
-    )
+    expected = tuple(None if k == "n" else UNCHANGED_TOAST if k == "u" else v for k, v in cols)
     assert msg.new.values == expected
