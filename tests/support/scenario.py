@@ -95,18 +95,43 @@ def reference_lines(scenario: Scenario) -> list[str]:
 
 
 def walcast(
-    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+    *args: str,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+    stop_after: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the walcast CLI in a subprocess, as a user would."""
-    return subprocess.run(
-        [sys.executable, "-m", "capture", *args],
-        capture_output=True,
+    """Run the walcast CLI in a subprocess, as a user would.
+
+    With ``stop_after``, send SIGTERM after that many seconds (a graceful stop) and
+    require exit code 0.
+    """
+    command = [sys.executable, "-m", "capture", *args]
+    environment = {**os.environ, **(env or {})}
+    if stop_after is None:
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=REPO,
+            env=environment,
+        )
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
         cwd=REPO,
-        env={**os.environ, **(env or {})},
-    )
+        env=environment,
+    ) as process:
+        try:
+            out, err = process.communicate(timeout=stop_after)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            out, err = process.communicate(timeout=timeout)
+        assert process.returncode == 0, err
+        return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 def tail_events(dsn: str, slot: str, publication: str, max_events: int, *extra: str) -> list[dict]:
