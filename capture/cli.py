@@ -99,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"walcast {__version__}")
     parser.add_argument(
-        "--log-level", default=os.environ.get("WALCAST_LOG_LEVEL", "warning"), help="log level"
+        "--log-level",
+        default=os.environ.get("WALCAST_LOG_LEVEL"),
+        help="log level (default: warning for tail, info for run)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -122,7 +124,87 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "--max-events", type=_positive_int, help="exit 0 after printing this many row changes"
     )
+    run = commands.add_parser(
+        "run",
+        help="stream the slot into Kafka in one or more formats (the daemon)",
+        description="Stream a replication slot into Kafka. Settings come from --config "
+        "(TOML), then WALCAST__<SECTION>__<KEY> environment variables, then these flags.",
+    )
+    run.add_argument("--config", help="TOML configuration file")
+    run.add_argument("--dsn", help="libpq connection string (source.dsn)")
+    run.add_argument("--slot", help="replication slot (source.slot)")
+    run.add_argument("--publication", action="append", help="publication (repeatable)")
+    run.add_argument("--create-slot", action="store_true", default=None)
+    run.add_argument("--create-publication", action="store_true", default=None)
+    run.add_argument("--publish-tables", help="schema.table list for --create-publication")
+    run.add_argument("--bootstrap-servers", help="Kafka bootstrap servers")
+    run.add_argument(
+        "--format",
+        action="append",
+        help="output format (repeatable; replaces the file's [[outputs]])",
+    )
+    run.add_argument("--topic", help="topic template for --format outputs")
+    run.add_argument("--transaction-topic", help="topic template for messages of no table")
+    run.add_argument("--metrics-port", type=int, help="port of /metrics and /healthz (0: off)")
+    run.add_argument("--heartbeat-interval", type=float, help="seconds between heartbeats")
+    run.add_argument(
+        "--split-key-updates",
+        action="store_true",
+        default=None,
+        help="send an UPDATE that changes the key as DELETE + INSERT",
+    )
+    run.add_argument("--schema-topic", help="topic for table layouts ('' disables)")
     return parser
+
+
+def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
+    outputs = None
+    if args.format:
+        outputs = [
+            {
+                k: v
+                for k, v in (
+                    ("format", f),
+                    ("topic", args.topic),
+                    ("transaction_topic", args.transaction_topic),
+                )
+                if v is not None
+            }
+            for f in args.format
+        ]
+    return {
+        "source": {
+            "dsn": args.dsn,
+            "slot": args.slot,
+            "publications": args.publication,
+            "create_slot": args.create_slot,
+            "create_publication": args.create_publication,
+            "publish_tables": args.publish_tables,
+        },
+        "kafka": {"bootstrap_servers": args.bootstrap_servers},
+        "daemon": {
+            "metrics_port": args.metrics_port,
+            "heartbeat_interval": args.heartbeat_interval,
+            "split_key_updates": args.split_key_updates,
+            "schema_topic": args.schema_topic,
+        },
+        "outputs": {"list": outputs},
+    }
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run ``walcast run``."""
+    from capture.daemon import config as daemon_config  # noqa: PLC0415
+    from capture.daemon.runner import Daemon  # noqa: PLC0415
+
+    environ = dict(os.environ)
+    if args.dsn is None and "WALCAST_DSN" in environ:
+        args.dsn = environ["WALCAST_DSN"]
+    config = daemon_config.load(args.config, _run_cli_values(args), environ)
+    stop = _Stop()
+    signal.signal(signal.SIGTERM, stop.handle)
+    signal.signal(signal.SIGINT, stop.handle)
+    return Daemon(config, stop).run()
 
 
 def _source_config(args: argparse.Namespace) -> object:
@@ -197,14 +279,14 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"tail": cmd_tail}
+COMMANDS = {"tail": cmd_tail, "run": cmd_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``walcast`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    walcast_logging.configure(args.log_level)
+    walcast_logging.configure(args.log_level or ("info" if args.command == "run" else "warning"))
     try:
         return COMMANDS[args.command](args)
     except WalcastError as exc:

@@ -18,11 +18,11 @@ import structlog
 
 from capture import dsn as dsn_util
 from capture.errors import ConfigError, DecodeError
-from capture.events import StreamItem, TransactionCommit
+from capture.events import LogicalMessageEvent, StreamItem, TransactionCommit
 from capture.formats.base import FormatOptions
 from capture.lsn import format_lsn
 from capture.pgoutput.decoder import PgOutputDecoder
-from capture.relcache import RelationCache
+from capture.relcache import KeyResolver, RelationCache
 from capture.replication.client import ReplicationStream, StreamOptions
 from capture.replication.protocol import Keepalive
 from capture.replication.setup import Preflight, highest_proto_version
@@ -70,7 +70,7 @@ class SourceConfig:
 class ChangeSource:
     """Committed changes from one replication slot."""
 
-    def __init__(self, config: SourceConfig) -> None:
+    def __init__(self, config: SourceConfig, *, key_resolver: KeyResolver | None = None) -> None:
         config.validate()
         self.config = config
         with Preflight(config.dsn) as preflight:
@@ -103,7 +103,7 @@ class ChangeSource:
             two_phase=config.two_phase,
         )
         self.decoder = PgOutputDecoder(proto, streaming_parallel=streaming == "parallel")
-        self.relations = RelationCache()
+        self.relations = RelationCache(key_resolver=key_resolver)
         self.assembler = TransactionAssembler(
             self.relations,
             proto_version=proto,
@@ -163,7 +163,19 @@ class ChangeSource:
                 decoded = decode(payload)
             except DecodeError as exc:
                 raise exc.at_lsn(message.wal_start) from None
-            items += feed(decoded, payload, message.wal_start)
+            completed = feed(decoded, payload, message.wal_start)
+            if (
+                completed
+                and type(completed[0]) is LogicalMessageEvent
+                and not completed[0].transactional
+                and not items
+                and self.assembler.idle
+                and self._delivered_end >= self._emitted_end
+            ):
+                # A non-transactional message (e.g. walcast's heartbeat) outside any
+                # transaction: every commit before it was sent, so its WAL end is safe.
+                self.stream.acknowledge(self.assembler.ack_limit(message.wal_end))
+            items += completed
         for item in reversed(items):
             if isinstance(item, TransactionCommit):
                 self._emitted_end = max(self._emitted_end, item.end_lsn)

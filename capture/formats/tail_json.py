@@ -13,7 +13,7 @@ Decisions:
   ``before`` is null when the server sent no old image.
 * Columns in ``unchanged_toast`` were not sent (their TOASTed value did not change); they
   are absent from ``after``.
-* The key of each message is ``schema.table`` (tail ignores keys).
+* The Kafka key is :func:`~capture.formats._common.row_key`: table plus primary key.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Final
 import orjson
 
 from capture.events import ChangeEvent, Image, Op, Table, pg_ts_to_datetime
+from capture.formats._common import row_key
 from capture.formats.base import EncodedMessage, Encoder
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
@@ -117,7 +118,7 @@ class TailJsonEncoder(Encoder):
         return [
             EncodedMessage(
                 self.render(event)[:-1],
-                table.qualified_name.encode(),
+                row_key(table, event.after if event.after is not None else event.before),
                 "change",
                 table.schema,
                 table.name,

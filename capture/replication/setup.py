@@ -10,7 +10,7 @@ on an ordinary (non-replication) connection; identifiers are always quoted with
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
@@ -221,10 +221,15 @@ class Preflight:
 
     def publication_tables_without_full_identity(self, publication: str) -> list[str]:
         """Published tables whose REPLICA IDENTITY is not FULL (no complete before image)."""
-        rows = self.conn.execute(
-            "SELECT format('%%I.%%I', p.schemaname, p.tablename) FROM pg_publication_tables p "
-            "JOIN pg_class c ON c.oid = format('%%I.%%I', p.schemaname, p.tablename)::regclass "
-            "WHERE p.pubname = %s AND c.relreplident <> 'f' ORDER BY 1",
-            (publication,),
-        ).fetchall()
-        return [str(r[0]) for r in rows]
+        return tables_without_full_identity(self.conn, publication)
+
+
+def tables_without_full_identity(conn: psycopg.Connection[Any], publication: str) -> list[str]:
+    """Tables of ``publication`` whose REPLICA IDENTITY is not FULL, as ``schema.table``."""
+    rows = conn.execute(
+        "SELECT format('%%I.%%I', p.schemaname, p.tablename) FROM pg_publication_tables p "
+        "JOIN pg_class c ON c.oid = format('%%I.%%I', p.schemaname, p.tablename)::regclass "
+        "WHERE p.pubname = %s AND c.relreplident <> 'f' ORDER BY 1",
+        (publication,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]

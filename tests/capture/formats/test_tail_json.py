@@ -73,4 +73,4 @@ def test_change_message_matches_tail_line() -> None:
     enc = encoder_for("json")
     (message,) = enc.change(ev)
     assert message.value + b"\n" == enc.tail_lines(ev)
-    assert (message.key, message.kind, message.ordinal) == (b"public.docs", "change", 1)
+    assert (message.key, message.kind, message.ordinal) == (b'public.docs:["1"]', "change", 1)

@@ -1,0 +1,1 @@
+"""``walcast run``: the daemon that streams a replication slot into Kafka."""
