@@ -104,7 +104,7 @@ def test_unknown_format_lists_the_valid_ones(tmp_path: Path) -> None:
 
 
 def test_missing_or_broken_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--config: file .* does not exist"):
+    with pytest.raises(ConfigError, match=r"--config: file .* does not exist"):
         load(str(tmp_path / "nope.toml"), NO_CLI, {})
     with pytest.raises(ConfigError, match="is not valid TOML"):
         load(write(tmp_path, "[source\n"), NO_CLI, {})
@@ -129,6 +129,6 @@ def test_secrets_come_from_env_or_file_and_never_show(tmp_path: Path) -> None:
     assert "env-pass" not in shown
     assert isinstance(config.password, Secret)
     with pytest.raises(
-        ConfigError, match="kafka.sasl_password_env: environment variable 'KAFKA_PW'"
+        ConfigError, match=r"kafka\.sasl_password_env: environment variable 'KAFKA_PW'"
     ):
         load(write(tmp_path, text), NO_CLI, {})

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 from capture.daemon.split import key_changed, split_key_update
 from capture.events import Op
 from tests.support.events import event, make_table
@@ -24,10 +26,8 @@ def test_update_without_key_change_is_kept() -> None:
 
 
 def test_full_identity_compares_primary_key_values() -> None:
-    FULL_PK = FULL.__class__(
-        **{**{f: getattr(FULL, f) for f in FULL.__dataclass_fields__}, "primary_key": ("id",)}
-    )
-    same = event(Op.UPDATE, FULL_PK, before={"id": "1", "v": "a"}, after={"id": "1", "v": "b"})
-    moved = event(Op.UPDATE, FULL_PK, before={"id": "1", "v": "a"}, after={"id": "5", "v": "a"})
+    full_pk = dataclasses.replace(FULL, primary_key=("id",))
+    same = event(Op.UPDATE, full_pk, before={"id": "1", "v": "a"}, after={"id": "1", "v": "b"})
+    moved = event(Op.UPDATE, full_pk, before={"id": "1", "v": "a"}, after={"id": "5", "v": "a"})
     assert split_key_update(same) == (same,)
     assert [e.op for e in split_key_update(moved)] == [Op.DELETE, Op.INSERT]
