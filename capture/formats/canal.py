@@ -1,0 +1,472 @@
+r"""``canal``: Alibaba canal ``FlatMessage`` JSON, as canal and DTS write it to Kafka.
+
+Every message is one JSON object with canal's keys in canal's order (alphabetical, as
+its serializer writes them), null fields written as ``null``::
+
+    {"data": [{"id": "1", "note": "hi"}], "database": "public", "es": 1714673849123,
+     "gtid": "700:0/16B3748", "id": 23803720, "isDdl": false,
+     "mysqlType": {"id": "integer", "note": "text"}, "old": null, "pkNames": ["id"],
+     "sql": "", "sqlType": {"id": 4, "note": 2005}, "table": "orders",
+     "ts": 1714673849130, "type": "INSERT"}
+
+Decisions:
+
+* **One row per message** (``data`` has one element): each message can be keyed by its
+  row, so a row's changes stay in one partition and in order. ``EncodedMessage.key`` is
+  :func:`~capture.formats._common.row_key` of the new row (the old row for a DELETE).
+* **Values** are always strings or null, whatever the type: PostgreSQL's exact text
+  output (the walsender runs with DateStyle=ISO, TimeZone=UTC, extra_float_digits=1,
+  bytea_output=hex), so ``numeric`` keeps every digit, timestamps keep microseconds and
+  their ``+00`` offset, ``bytea`` is ``\\x`` + hex (``bytes.fromhex(v[2:])`` restores it),
+  arrays and json are their PostgreSQL literals. A consumer recovers the exact value by
+  parsing the string as PostgreSQL would; ``mysqlType`` says which type to parse it as.
+* **INSERT**: ``data`` = the new row, ``old`` = null. **DELETE**: ``data`` = the deleted
+  row, ``old`` = null. **UPDATE**: ``data`` = the full new row, ``old`` = the old values
+  of the changed columns only (Flink's canal-json takes every column absent from
+  ``old[i]`` from ``data[i]``).
+* **No before image** (REPLICA IDENTITY DEFAULT/USING INDEX): an UPDATE that did not
+  change the key has no old image, so ``old`` is ``[{}]`` (canal's "nothing changed";
+  Flink then rebuilds the before row from ``data``: right key, non-key old values
+  unknown). An UPDATE that changed the key carries the old key only: ``old`` holds the
+  key columns whose value changed. A DELETE's ``data`` then holds only the key columns
+  (the others were not sent and are absent, not null). With REPLICA IDENTITY FULL every
+  image is complete and ``old`` is exact.
+* **Unchanged TOAST** values (not sent): taken from the old image when it is complete
+  (REPLICA IDENTITY FULL: the value did not change); otherwise the column is absent from
+  ``data[i]`` (absent = not sent; null = SQL NULL) and absent from ``old[i]``.
+* **TRUNCATE**: canal's own DDL-style message: ``type`` "TRUNCATE", ``isDdl`` true,
+  ``sql`` = ``TRUNCATE TABLE "schema"."table"`` (plus ``RESTART IDENTITY``/``CASCADE``
+  as sent), ``data``/``old``/``mysqlType``/``sqlType``/``pkNames`` null. Flink's
+  canal-json rejects unknown types unless ``canal-json.ignore-parse-errors`` is set; set
+  ``canal.truncate=skip`` to drop them instead.
+* **database/table** (``canal.database_name``): ``schema`` (default; MySQL's database is
+  the namespace that qualifies a table, PostgreSQL's schema plays that role),
+  ``database`` (the PostgreSQL database name; tables of different schemas then share a
+  namespace) or ``database.schema``. ``table`` is the table name.
+* **Positions**: ``id`` (canal's batch id) is the transaction's commit LSN as an integer:
+  shared by the messages of one transaction, increasing in commit order and the same
+  after a replay, so replays are detectable. ``gtid`` is ``"<xid>:<commit LSN X/Y>"``.
+  canal has no per-row position; with ``canal.walcast_keys=true`` each message also gets
+  a ``walcast`` object ``{"commitLsn": "X/Y", "ordinal": n, "xid": n}`` (sorted last, so
+  canal's order holds). It is off by default because POJO consumers with strict
+  unknown-property checks (Jackson's default) reject extra keys; canal's client, Flink
+  and Spark ignore them.
+* ``es`` = commit time (ms), ``ts`` = time the message was built (ms), ``sql`` = "".
+* ``pkNames`` = the primary key (null when the table has none, as canal writes it).
+* ``sqlType`` (``java.sql.Types``): bool BOOLEAN 16, int2 SMALLINT 5, int4 INTEGER 4,
+  int8/oid/xid BIGINT -5, numeric NUMERIC 2, float4 REAL 7, float8 DOUBLE 8, char/bpchar
+  CHAR 1, varchar/name/enums VARCHAR 12, text and json/jsonb CLOB 2005, bytea BLOB 2004,
+  date DATE 91, time TIME 92, timetz TIME_WITH_TIMEZONE 2013, timestamp TIMESTAMP 93,
+  timestamptz TIMESTAMP_WITH_TIMEZONE 2014, arrays ARRAY 2003, bit BIT -7, everything
+  else (uuid, interval, inet, money, xml …) OTHER 1111.
+* ``mysqlType`` = the column's declared type as DDL spells it, in PostgreSQL's short
+  spellings, which MySQL-minded parsers of ``mysqlType`` also read: ``bigint``,
+  ``varchar(20)``, ``char(3)``, ``numeric(38,10)``, ``timestamptz(3)``, ``integer[]``
+  (see :func:`declared_type`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import orjson
+
+from capture.errors import ConfigError
+from capture.events import ChangeEvent, Column, Image, Op, Table
+from capture.formats._common import Family, family, is_lob
+from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.lsn import format_lsn
+from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+
+_BINARY: Final = ord("b")
+_DATABASE_NAMES: Final = ("schema", "database", "database.schema")
+_TRUNCATE_MODES: Final = ("emit", "skip")
+_SETTINGS: Final = ("database_name", "truncate", "walcast_keys")
+_TRUE: Final = frozenset({"true", "1", "yes", "on"})
+_FALSE: Final = frozenset({"false", "0", "no", "off"})
+
+_SQL_TYPES: Final = {
+    Family.BOOL: 16,
+    Family.SMALLINT: 5,
+    Family.INTEGER: 4,
+    Family.BIGINT: -5,
+    Family.NUMERIC: 2,
+    Family.REAL: 7,
+    Family.DOUBLE: 8,
+    Family.CHAR: 1,
+    Family.STRING: 12,
+    Family.BYTES: 2004,
+    Family.DATE: 91,
+    Family.TIME: 92,
+    Family.TIMETZ: 2013,
+    Family.TIMESTAMP: 93,
+    Family.TIMESTAMPTZ: 2014,
+    Family.INTERVAL: 1111,
+    Family.UUID: 1111,
+    Family.JSON: 2005,
+    Family.NETWORK: 1111,
+    Family.ARRAY: 2003,
+    Family.OTHER: 1111,
+}
+_CLOB: Final = 2005
+_BIT: Final = -7
+
+_SQL_NAMES: Final = {
+    "bool": "boolean",
+    "int2": "smallint",
+    "int4": "integer",
+    "int8": "bigint",
+    "float4": "real",
+    "float8": "double precision",
+    "bpchar": "char",
+    "char": '"char"',
+}
+_INTERVAL_FIELDS: Final = {
+    1 << 2: "year",
+    1 << 1: "month",
+    1 << 3: "day",
+    1 << 10: "hour",
+    1 << 11: "minute",
+    1 << 12: "second",
+    (1 << 2) | (1 << 1): "year to month",
+    (1 << 3) | (1 << 10): "day to hour",
+    (1 << 3) | (1 << 10) | (1 << 11): "day to minute",
+    (1 << 3) | (1 << 10) | (1 << 11) | (1 << 12): "day to second",
+    (1 << 10) | (1 << 11): "hour to minute",
+    (1 << 10) | (1 << 11) | (1 << 12): "hour to second",
+    (1 << 11) | (1 << 12): "minute to second",
+}
+
+
+def declared_type(type_name: str, typmod: int) -> str:
+    """Return the column's declared type as DDL spells it (``varchar(20)``, ``bigint``).
+
+    PostgreSQL's short spellings, all valid in DDL: ``smallint``, ``integer``, ``bigint``,
+    ``real``, ``double precision``, ``boolean``, ``varchar(n)``, ``char(n)``,
+    ``numeric(p,s)``, ``timestamp(p)``, ``timestamptz(p)``, ``time(p)``, ``timetz(p)``,
+    ``interval day to second(p)``, ``bit(n)``, ``varbit(n)``, ``<element>[]`` for arrays;
+    any other type by its name.
+    """
+    if type_name.startswith("_"):
+        return declared_type(type_name[1:], typmod) + "[]"
+    name = _SQL_NAMES.get(type_name, type_name)
+    if typmod < 0:
+        return name
+    if type_name in ("varchar", "bpchar"):
+        return f"{name}({typmod - 4})" if typmod >= 4 else name
+    if type_name == "numeric":
+        if typmod < 4:
+            return name
+        precision = ((typmod - 4) >> 16) & 0xFFFF
+        scale = (((typmod - 4) & 0x7FF) ^ 1024) - 1024
+        return f"numeric({precision},{scale})"
+    if type_name in ("bit", "varbit", "timestamp", "timestamptz", "time", "timetz"):
+        return f"{name}({typmod})"
+    if type_name == "interval":
+        fields = _INTERVAL_FIELDS.get((typmod >> 16) & 0x7FFF)
+        precision = typmod & 0xFFFF
+        text = "interval" + (f" {fields}" if fields else "")
+        return text + (f"({precision})" if precision != 0xFFFF else "")
+    return name
+
+
+def sql_type(column: Column) -> int:
+    """Return the ``java.sql.Types`` code canal reports for ``column``."""
+    fam = family(column)
+    if fam is Family.STRING and is_lob(column):
+        return _CLOB
+    if column.type_name == "bit":
+        return _BIT
+    return _SQL_TYPES[fam]
+
+
+def image_texts(image: Image) -> list[str | UnchangedToast | None]:
+    """Return the PostgreSQL text of every column of ``image`` (None = NULL, TOAST kept)."""
+    values = image.tuple.values
+    kinds = image.tuple.kinds
+    if _BINARY not in kinds:
+        return [v.decode() if isinstance(v, bytes) else v for v in values]
+    table = image.table
+    out: list[str | UnchangedToast | None] = []
+    for i, v in enumerate(values):
+        if not isinstance(v, bytes):
+            out.append(v)
+        elif kinds[i] == _BINARY:
+            out.append(table.renderers[i](table.binary_decoders[i](v)))
+        else:
+            out.append(v.decode())
+    return out
+
+
+def key_indexes_of(table: Table) -> tuple[int, ...] | None:
+    """Indexes of the primary-key columns in key order (None without a primary key)."""
+    if not table.primary_key:
+        return None
+    index = {n: i for i, n in enumerate(table.column_names)}
+    return tuple(index[n] for n in table.primary_key)
+
+
+def fast_row_key(
+    table: Table, key_prefix: bytes, pk_indexes: tuple[int, ...] | None, image: Image | None
+) -> bytes:
+    """Return :func:`~capture.formats._common.row_key`'s bytes, key indexes precomputed."""
+    if image is None:
+        return table.qualified_name.encode()
+    text = image.text
+    indexes = image.present_indexes() if pk_indexes is None else pk_indexes
+    values = [None if (v := text(i)) is UNCHANGED_TOAST else v for i in indexes]
+    return key_prefix + orjson.dumps(values)
+
+
+def _flag(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{key}: {value!r} is not a boolean; expected true or false")
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    text = str(value).strip()
+    if text not in allowed:
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+    return text
+
+
+def quote_ident(name: str) -> str:
+    """Return ``name`` as a double-quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def truncate_sql(table: Table, options: int) -> str:
+    """Return the TRUNCATE statement for one table of a TRUNCATE event."""
+    sql = f"TRUNCATE TABLE {quote_ident(table.schema)}.{quote_ident(table.name)}"
+    if options & 2:
+        sql += " RESTART IDENTITY"
+    if options & 1:
+        sql += " CASCADE"
+    return sql
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What every message of one table (one Relation message) shares."""
+
+    table: Table
+    names: tuple[str, ...]
+    database: str
+    name: str
+    pk_names: list[str] | None
+    sql_type: dict[str, int]
+    mysql_type: dict[str, str]
+    key_indexes: tuple[int, ...]
+    key_prefix: bytes
+    pk_indexes: tuple[int, ...] | None
+
+
+class CanalEncoder(Encoder):
+    """canal FlatMessage JSON, one row per message."""
+
+    name: ClassVar[str] = "canal"
+
+    def __init__(self, options: FormatOptions | None = None) -> None:
+        super().__init__(options)
+        self.database_name = "schema"
+        self.truncate = "emit"
+        self.walcast_keys = False
+        for key, value in self.options.settings.items():
+            prefix, _, setting = key.partition(".")
+            if prefix != self.name or setting not in _SETTINGS:
+                raise ConfigError(
+                    f"{key}: unknown setting for format canal; valid settings: "
+                    + ", ".join(f"canal.{s}" for s in _SETTINGS)
+                )
+            if setting == "database_name":
+                self.database_name = _choice(key, value, _DATABASE_NAMES)
+            elif setting == "truncate":
+                self.truncate = _choice(key, value, _TRUNCATE_MODES)
+            else:
+                self.walcast_keys = _flag(key, value)
+        self._plans: dict[int, _Plan] = {}
+        self._lsn = -1
+        self._gtid = ""
+        self._lsn_text = ""
+        self._xid = -1
+        self._ts = -1
+        self._es = 0
+
+    def _plan(self, table: Table) -> _Plan:
+        plan = self._plans.get(table.relation_id)
+        if plan is not None and plan.table is table:
+            return plan
+        if self.database_name == "schema":
+            database = table.schema
+        elif self.database_name == "database":
+            database = self.options.database
+        else:
+            database = f"{self.options.database}.{table.schema}"
+        columns = table.columns
+        plan = _Plan(
+            table=table,
+            names=table.column_names,
+            database=database,
+            name=table.name,
+            pk_names=list(table.primary_key) or None,
+            sql_type={c.name: sql_type(c) for c in columns},
+            mysql_type={c.name: declared_type(c.type_name, c.type_modifier) for c in columns},
+            key_indexes=table.key_indexes,
+            key_prefix=table.qualified_name.encode() + b":",
+            pk_indexes=key_indexes_of(table),
+        )
+        self._plans[table.relation_id] = plan
+        return plan
+
+    def _positions(self, event: ChangeEvent) -> None:
+        if event.commit_lsn != self._lsn or event.xid != self._xid:
+            self._lsn = event.commit_lsn
+            self._xid = event.xid
+            self._lsn_text = format_lsn(event.commit_lsn)
+            self._gtid = f"{event.xid}:{self._lsn_text}"
+        if event.commit_ts != self._ts:
+            self._ts = event.commit_ts
+            self._es = (event.commit_ts + 946_684_800_000_000) // 1000
+
+    def document(self, event: ChangeEvent) -> dict[str, Any] | None:
+        """Build the FlatMessage of ``event`` as a dict (None for a skipped TRUNCATE)."""
+        plan = self._plan(event.table)
+        self._positions(event)
+        op = event.op
+        old: list[dict[str, str | None]] | None = None
+        if op is Op.INSERT or op is Op.UPDATE:
+            after = event.after
+            assert after is not None
+            texts = image_texts(after)
+            before = event.before
+            if op is Op.UPDATE:
+                changed: dict[str, str | None] = {}
+                if before is not None:
+                    self._old_values(plan, before, texts, changed)
+                old = [changed]
+            data = [_row(plan.names, texts)]
+            kind = "INSERT" if op is Op.INSERT else "UPDATE"
+        elif op is Op.DELETE:
+            before = event.before
+            data = [_present_row(plan, before)] if before is not None else [{}]
+            kind = "DELETE"
+        else:
+            if self.truncate == "skip":
+                return None
+            return self._truncate(plan, event)
+        doc: dict[str, Any] = {
+            "data": data,
+            "database": plan.database,
+            "es": self._es,
+            "gtid": self._gtid,
+            "id": self._lsn,
+            "isDdl": False,
+            "mysqlType": plan.mysql_type,
+            "old": old,
+            "pkNames": plan.pk_names,
+            "sql": "",
+            "sqlType": plan.sql_type,
+            "table": plan.name,
+            "ts": time.time_ns() // 1_000_000,
+            "type": kind,
+        }
+        if self.walcast_keys:
+            doc["walcast"] = {
+                "commitLsn": self._lsn_text,
+                "ordinal": event.ordinal,
+                "xid": event.xid,
+            }
+        return doc
+
+    @staticmethod
+    def _old_values(
+        plan: _Plan,
+        before: Image,
+        texts: list[str | UnchangedToast | None],
+        changed: dict[str, str | None],
+    ) -> None:
+        """Fill ``changed`` with the old values of changed columns; complete ``texts``."""
+        old_texts = image_texts(before)
+        names = plan.names
+        indexes = plan.key_indexes if before.key_only else range(len(texts))
+        for i in indexes:
+            was = old_texts[i]
+            now = texts[i]
+            if now is UNCHANGED_TOAST:
+                if not before.key_only and was is not UNCHANGED_TOAST:
+                    texts[i] = was
+                continue
+            if isinstance(was, UnchangedToast) or was == now:
+                continue
+            changed[names[i]] = was
+
+    def _truncate(self, plan: _Plan, event: ChangeEvent) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "data": None,
+            "database": plan.database,
+            "es": self._es,
+            "gtid": self._gtid,
+            "id": self._lsn,
+            "isDdl": True,
+            "mysqlType": None,
+            "old": None,
+            "pkNames": None,
+            "sql": truncate_sql(event.table, event.truncate_options),
+            "sqlType": None,
+            "table": plan.name,
+            "ts": time.time_ns() // 1_000_000,
+            "type": "TRUNCATE",
+        }
+        if self.walcast_keys:
+            doc["walcast"] = {
+                "commitLsn": self._lsn_text,
+                "ordinal": event.ordinal,
+                "xid": event.xid,
+            }
+        return doc
+
+    def change(self, event: ChangeEvent) -> list[EncodedMessage]:
+        """One message per row change (none for a TRUNCATE with ``canal.truncate=skip``)."""
+        doc = self.document(event)
+        if doc is None:
+            return []
+        table = event.table
+        image = event.before if event.op is Op.DELETE else event.after
+        plan = self._plan(table)
+        key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, image)
+        return [
+            EncodedMessage(
+                orjson.dumps(doc),
+                key,
+                "change",
+                table.schema,
+                table.name,
+                event.commit_lsn,
+                event.xid,
+                event.ordinal,
+            )
+        ]
+
+
+def _row(names: tuple[str, ...], texts: list[str | UnchangedToast | None]) -> dict[str, Any]:
+    """Column → text for a complete image; unchanged TOAST columns left out."""
+    if UNCHANGED_TOAST not in texts:
+        return dict(zip(names, texts, strict=True))
+    return {n: t for n, t in zip(names, texts, strict=True) if not isinstance(t, UnchangedToast)}
+
+
+def _present_row(plan: _Plan, image: Image) -> dict[str, Any]:
+    """Column → text for the columns ``image`` carries (the key only for a key image)."""
+    texts = image_texts(image)
+    if not image.key_only:
+        return _row(plan.names, texts)
+    names = plan.names
+    return {names[i]: t for i in plan.key_indexes if not isinstance(t := texts[i], UnchangedToast)}

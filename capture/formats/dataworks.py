@@ -1,0 +1,545 @@
+r"""``dataworks``: Alibaba DataWorks real-time sync JSON (``schema`` / ``payload`` / ``version``).
+
+Each record::
+
+    {"schema": {"dataColumn": [{"name": "id", "type": "LONG"}, ...],
+                "primaryKey": ["id"],
+                "source": {"dbType": "PostgreSQL", "dbVersion": "16.4", "dbName": "shop",
+                           "schemaName": "public", "tableName": "orders"}},
+     "payload": {"before": null, "after": {"dataColumn": {"id": 1, ...}},
+                 "sequenceId": "000000000000238037200000000001", "scn": null,
+                 "timestamp": {"eventTime": 1714673849123, "systemTime": 1714673849130,
+                               "checkpointTime": 1714673849123},
+                 "op": "INSERT", "ddl": null},
+     "version": "0.0.1"}
+
+Decisions:
+
+* **Types** (DataWorks has six): bool → BOOLEAN (JSON true/false); int2, int4, int8, oid,
+  xid → LONG (JSON integer, exact to 64 bits); float4, float8 → DOUBLE (JSON number;
+  PostgreSQL prints the shortest text that round-trips, and so does the JSON encoder, so
+  the consumer's double, or float for float4, is exactly the stored value; NaN, Infinity
+  and -Infinity have no JSON number and are written as those strings); bytea → BYTES
+  (base64 of the exact bytes); date → DATE (ms since the Unix epoch at 00:00 UTC, exact).
+  timestamp and timestamptz → DATE only when the column's declared precision is 0 to 3
+  (``timestamp(3)``): the ms value is then exact. Otherwise (the default precision is 6)
+  they are STRING, PostgreSQL's exact text (``2024-05-02 18:17:29.123456+00``), because a
+  DATE would drop the microseconds. ``dataworks.timestamp_type`` changes this: ``auto``
+  (default, as described), ``date`` (always DATE; microseconds truncated towards the
+  past) or ``string`` (date, timestamp and timestamptz all STRING). A timestamp without
+  time zone is read as UTC. The special values infinity/-infinity stay strings even in a
+  DATE column. Everything else is STRING with PostgreSQL's exact text: numeric (all
+  digits, NaN, ±Infinity), char/varchar/text, time, timetz, interval, uuid, json/jsonb,
+  inet/cidr/macaddr, arrays (PostgreSQL array literals), money, bit, xml, enums …
+  The consumer recovers every value exactly: LONG/BOOLEAN/STRING as they are, DOUBLE
+  by parsing the number (or the special string), BYTES by base64-decoding, DATE as an
+  instant in ms, and STRING columns by parsing the text as PostgreSQL does (the column's
+  PostgreSQL type is not carried; DataWorks' schema has only the six types).
+* **Update** = two records, ``UPDATE_BEFOR`` (``before`` set, ``after`` null) then
+  ``UPDATE_AFTER`` (``before`` null, ``after`` set), sharing one ``sequenceId``. With
+  ``dataworks.update_records=single`` an update is one ``UPDATE_AFTER`` record holding
+  both images (DataWorks' "one Kafka record per update" option).
+* **No before image** (REPLICA IDENTITY DEFAULT/USING INDEX): ``before.dataColumn`` then
+  holds only the replica-identity key columns: the old key when the key changed, else
+  the key's values from the new row (it did not change). The other columns are absent
+  (unknown), not null. A delete likewise carries only the key unless the identity is
+  FULL. ``schema.dataColumn`` always lists every column.
+* **Unchanged TOAST** values (not sent): taken from the old image when it is complete
+  (REPLICA IDENTITY FULL; the value did not change), else absent from ``after``.
+* ``sequenceId`` = commit LSN as 20 decimal digits + the change's ordinal as 10 digits:
+  unique, deterministic across replays (a consumer drops duplicates by it), and sorting
+  as a string orders changes by commit then by position in the transaction.
+* ``scn`` = null (Oracle only). ``timestamp``: ``eventTime`` and ``checkpointTime`` =
+  commit time (ms), ``systemTime`` = when the record was built (ms).
+* ``dbType`` = "PostgreSQL", ``dbVersion``/``dbName`` from the source, ``schemaName`` /
+  ``tableName`` the table's; ``primaryKey`` = the primary key, null when there is none.
+* **TRUNCATE** = one record per table with op ``TRUNCATE``, both images null and
+  ``ddl`` = ``{"text": "TRUNCATE TABLE \\"s\\".\\"t\\"", "ddlMeta": null}`` (ddlMeta is a
+  serialized Java object in DataWorks; walcast has none).
+* **Heartbeat**: :meth:`DataWorksEncoder.heartbeat` writes DataWorks' ``MHEARTBEAT``
+  record (schema fields and images null, ``eventTime`` = ``checkpointTime`` = now).
+* **Transaction records** ``TRANSACTION_BEGIN`` / ``TRANSACTION_END`` are off by default
+  (DataWorks' Kafka output does not write them for DML sync, and consumers that do not
+  expect them would treat them as data); ``dataworks.transaction_records=true`` turns
+  them on. They look like heartbeats with ``sequenceId`` = commit LSN + ordinal 0 (begin)
+  or change count + 1 (end), so they sort around the transaction's changes.
+* ``version`` = "0.0.1", as in DataWorks' record examples.
+* ``EncodedMessage.key`` is :func:`~capture.formats._common.row_key` of the new row (the
+  old row for a delete); both records of an update share it. Heartbeats and transaction
+  records have no key.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import orjson
+
+from capture.errors import ConfigError
+from capture.events import (
+    ChangeEvent,
+    Column,
+    Image,
+    Op,
+    Table,
+    TransactionBegin,
+    TransactionCommit,
+)
+from capture.formats._common import Family, family
+from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+
+_BINARY: Final = ord("b")
+_VERSION: Final = b'"0.0.1"'
+_PG_EPOCH_MS: Final = 946_684_800_000
+_TIMESTAMP_TYPES: Final = ("auto", "date", "string")
+_UPDATE_RECORDS: Final = ("split", "single")
+_SETTINGS: Final = ("timestamp_type", "transaction_records", "update_records")
+_TRUE: Final = frozenset({"true", "1", "yes", "on"})
+_FALSE: Final = frozenset({"false", "0", "no", "off"})
+_NULL_SCHEMA: Final = b'{"dataColumn":null,"primaryKey":null,"source":null}'
+
+Converter = Callable[[str], Any]
+
+
+def image_texts(image: Image) -> list[str | UnchangedToast | None]:
+    """Return the PostgreSQL text of every column of ``image`` (None = NULL, TOAST kept)."""
+    values = image.tuple.values
+    kinds = image.tuple.kinds
+    if _BINARY not in kinds:
+        return [v.decode() if isinstance(v, bytes) else v for v in values]
+    table = image.table
+    out: list[str | UnchangedToast | None] = []
+    for i, v in enumerate(values):
+        if not isinstance(v, bytes):
+            out.append(v)
+        elif kinds[i] == _BINARY:
+            out.append(table.renderers[i](table.binary_decoders[i](v)))
+        else:
+            out.append(v.decode())
+    return out
+
+
+def key_indexes_of(table: Table) -> tuple[int, ...] | None:
+    """Indexes of the primary-key columns in key order (None without a primary key)."""
+    if not table.primary_key:
+        return None
+    index = {n: i for i, n in enumerate(table.column_names)}
+    return tuple(index[n] for n in table.primary_key)
+
+
+def fast_row_key(
+    table: Table, key_prefix: bytes, pk_indexes: tuple[int, ...] | None, image: Image | None
+) -> bytes:
+    """Return :func:`~capture.formats._common.row_key`'s bytes, key indexes precomputed."""
+    if image is None:
+        return table.qualified_name.encode()
+    text = image.text
+    indexes = image.present_indexes() if pk_indexes is None else pk_indexes
+    values = [None if (v := text(i)) is UNCHANGED_TOAST else v for i in indexes]
+    return key_prefix + orjson.dumps(values)
+
+
+# ------------------------------------------------------------------ value converters
+
+
+def days_from_civil(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to a proleptic Gregorian date (astronomical year numbering)."""
+    year -= month <= 2
+    era = year // 400
+    yoe = year - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    return era * 146_097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719_468
+
+
+def _date_days(text: str) -> int:
+    """Days since the Unix epoch of an ISO date (``YYYY-MM-DD`` with optional `` BC``)."""
+    bc = text.endswith(" BC")
+    if bc:
+        text = text[:-3]
+    y, m, d = text.split("-")
+    year = int(y)
+    return days_from_civil(1 - year if bc else year, int(m), int(d))
+
+
+def date_ms(text: str) -> int | str:
+    """Return a date's ms since the Unix epoch (midnight UTC); infinity stays a string."""
+    if text[-1] == "y":
+        return text
+    return _date_days(text) * 86_400_000
+
+
+def timestamp_ms(text: str) -> int | str:
+    """Return a timestamp[tz]'s ms since the Unix epoch (floor); infinity stays a string.
+
+    Reads PostgreSQL's ISO output: ``YYYY-MM-DD HH:MM:SS[.ffffff][±HH[:MM[:SS]]][ BC]``;
+    a value without an offset is taken as UTC.
+    """
+    if text[-1] == "y":
+        return text
+    bc = text.endswith(" BC")
+    if bc:
+        text = text[:-3]
+    date_part, _, clock = text.partition(" ")
+    offset_s = 0
+    sign_at = max(clock.rfind("+"), clock.rfind("-"))
+    if sign_at > 0:
+        zone = clock[sign_at + 1 :].split(":")
+        offset_s = int(zone[0]) * 3600
+        if len(zone) > 1:
+            offset_s += int(zone[1]) * 60
+        if len(zone) > 2:
+            offset_s += int(zone[2])
+        if clock[sign_at] == "-":
+            offset_s = -offset_s
+        clock = clock[:sign_at]
+    hms, _, fraction = clock.partition(".")
+    h, mi, s = hms.split(":")
+    micros = int(fraction.ljust(6, "0")[:6]) if fraction else 0
+    y, m, d = date_part.split("-")
+    year = int(y)
+    days = days_from_civil(1 - year if bc else year, int(m), int(d))
+    seconds = days * 86_400 + int(h) * 3600 + int(mi) * 60 + int(s) - offset_s
+    return (seconds * 1_000_000 + micros) // 1000
+
+
+def bytea_bytes(text: str) -> bytes:
+    r"""Return the bytes of a bytea's text form (hex ``\x…`` or the escape format)."""
+    if text.startswith("\\x"):
+        return bytes.fromhex(text[2:])
+    out = bytearray()
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+        elif text[i + 1] == "\\":
+            out.append(0x5C)
+            i += 2
+        else:
+            out.append(int(text[i + 1 : i + 4], 8))
+            i += 4
+    return bytes(out)
+
+
+def bytes_base64(text: str) -> str:
+    """BYTES: base64 of the bytea's bytes."""
+    return base64.b64encode(bytea_bytes(text)).decode()
+
+
+def to_long(text: str) -> int:
+    """LONG: the integer."""
+    return int(text)
+
+
+def to_double(text: str) -> float | str:
+    """DOUBLE: the number; NaN and ±Infinity stay strings (JSON has no such numbers)."""
+    if text[-1] in "yN":
+        return text
+    return float(text)
+
+
+def to_bool(text: str) -> bool:
+    """BOOLEAN: PostgreSQL prints ``t`` or ``f``."""
+    return text == "t"
+
+
+def column_type(column: Column, timestamp_type: str) -> tuple[str, Converter | None]:
+    """(DataWorks type, converter from PostgreSQL text; None = the text itself)."""
+    fam = family(column)
+    if fam is Family.BOOL:
+        return "BOOLEAN", to_bool
+    if fam in (Family.SMALLINT, Family.INTEGER, Family.BIGINT):
+        return "LONG", to_long
+    if fam in (Family.REAL, Family.DOUBLE):
+        return "DOUBLE", to_double
+    if fam is Family.BYTES:
+        return "BYTES", bytes_base64
+    if timestamp_type != "string":
+        if fam is Family.DATE:
+            return "DATE", date_ms
+        if fam in (Family.TIMESTAMP, Family.TIMESTAMPTZ) and (
+            timestamp_type == "date" or 0 <= column.type_modifier <= 3
+        ):
+            return "DATE", timestamp_ms
+    return "STRING", None
+
+
+@dataclass(slots=True)
+class _Plan:
+    table: Table
+    names: tuple[str, ...]
+    converters: tuple[Converter | None, ...]
+    plain: bool
+    key_prefix: bytes
+    pk_indexes: tuple[int, ...] | None
+    """Every column is STRING (no conversion)."""
+    schema_json: bytes
+
+
+def _flag(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{key}: {value!r} is not a boolean; expected true or false")
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    text = str(value).strip()
+    if text not in allowed:
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+    return text
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class DataWorksEncoder(Encoder):
+    """DataWorks JSON records; updates split into UPDATE_BEFOR/UPDATE_AFTER."""
+
+    name: ClassVar[str] = "dataworks"
+
+    def __init__(self, options: FormatOptions | None = None) -> None:
+        super().__init__(options)
+        self.timestamp_type = "auto"
+        self.transaction_records = False
+        self.update_records = "split"
+        for key, value in self.options.settings.items():
+            prefix, _, setting = key.partition(".")
+            if prefix != self.name or setting not in _SETTINGS:
+                raise ConfigError(
+                    f"{key}: unknown setting for format dataworks; valid settings: "
+                    + ", ".join(f"dataworks.{s}" for s in _SETTINGS)
+                )
+            if setting == "timestamp_type":
+                self.timestamp_type = _choice(key, value, _TIMESTAMP_TYPES)
+            elif setting == "update_records":
+                self.update_records = _choice(key, value, _UPDATE_RECORDS)
+            else:
+                self.transaction_records = _flag(key, value)
+        self._plans: dict[int, _Plan] = {}
+        self._ts = -1
+        self._event_ms = 0
+
+    # ------------------------------------------------------------------ per table
+
+    def _plan(self, table: Table) -> _Plan:
+        plan = self._plans.get(table.relation_id)
+        if plan is not None and plan.table is table:
+            return plan
+        types = [column_type(c, self.timestamp_type) for c in table.columns]
+        schema = {
+            "dataColumn": [
+                {"name": c.name, "type": t} for c, (t, _) in zip(table.columns, types, strict=True)
+            ],
+            "primaryKey": list(table.primary_key) or None,
+            "source": {
+                "dbType": "PostgreSQL",
+                "dbVersion": self.options.source_version,
+                "dbName": self.options.database,
+                "schemaName": table.schema,
+                "tableName": table.name,
+            },
+        }
+        converters = tuple(conv for _, conv in types)
+        plan = _Plan(
+            table=table,
+            names=table.column_names,
+            converters=converters,
+            plain=all(c is None for c in converters),
+            key_prefix=table.qualified_name.encode() + b":",
+            pk_indexes=key_indexes_of(table),
+            schema_json=orjson.dumps(schema),
+        )
+        self._plans[table.relation_id] = plan
+        return plan
+
+    # ------------------------------------------------------------------ images
+
+    @staticmethod
+    def _columns(
+        plan: _Plan, texts: list[str | UnchangedToast | None], indexes: Any = None
+    ) -> dict[str, Any]:
+        """``{"dataColumn": {...}}`` for ``texts`` (all columns, or ``indexes``)."""
+        names = plan.names
+        convs = plan.converters
+        if indexes is None:
+            if UNCHANGED_TOAST not in texts:
+                if plan.plain:
+                    return {"dataColumn": dict(zip(names, texts, strict=True))}
+                return {
+                    "dataColumn": {
+                        name: conv(text) if conv is not None and isinstance(text, str) else text
+                        for name, conv, text in zip(names, convs, texts, strict=True)
+                    }
+                }
+            indexes = range(len(names))
+        out: dict[str, Any] = {}
+        for i in indexes:
+            text = texts[i]
+            if text is None:
+                out[names[i]] = None
+            elif not isinstance(text, UnchangedToast):
+                conv = convs[i]
+                out[names[i]] = text if conv is None else conv(text)
+        return {"dataColumn": out}
+
+    def _images(
+        self, plan: _Plan, event: ChangeEvent
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(before, after) dataColumn objects of a row change."""
+        op = event.op
+        before = event.before
+        after = event.after
+        key_indexes = plan.table.key_indexes
+        if op is Op.INSERT:
+            assert after is not None
+            return None, self._columns(plan, image_texts(after))
+        if op is Op.DELETE:
+            if before is None:
+                return {"dataColumn": {}}, None
+            indexes = key_indexes if before.key_only else None
+            return self._columns(plan, image_texts(before), indexes), None
+        assert after is not None
+        new = image_texts(after)
+        if before is None:
+            return self._columns(plan, new, key_indexes), self._columns(plan, new)
+        old = image_texts(before)
+        if before.key_only:
+            return self._columns(plan, old, key_indexes), self._columns(plan, new)
+        if UNCHANGED_TOAST in new:
+            new = [o if isinstance(n, UnchangedToast) else n for n, o in zip(new, old, strict=True)]
+        return self._columns(plan, old), self._columns(plan, new)
+
+    # ------------------------------------------------------------------ records
+
+    def _record(
+        self,
+        schema_json: bytes,
+        op: str,
+        sequence_id: str | None,
+        event_ms: int,
+        *,
+        before: dict[str, Any] | None = None,
+        after: dict[str, Any] | None = None,
+        ddl: dict[str, Any] | None = None,
+        system: bool = True,
+    ) -> bytes:
+        stamps: dict[str, int] = {"eventTime": event_ms}
+        if system:
+            stamps["systemTime"] = time.time_ns() // 1_000_000
+        stamps["checkpointTime"] = event_ms
+        payload = {
+            "before": before,
+            "after": after,
+            "sequenceId": sequence_id,
+            "scn": None,
+            "timestamp": stamps,
+            "op": op,
+            "ddl": ddl,
+        }
+        return (
+            b'{"schema":'
+            + schema_json
+            + b',"payload":'
+            + orjson.dumps(payload)
+            + b',"version":'
+            + _VERSION
+            + b"}"
+        )
+
+    def _event_time(self, commit_ts: int) -> int:
+        if commit_ts != self._ts:
+            self._ts = commit_ts
+            self._event_ms = commit_ts // 1000 + _PG_EPOCH_MS
+        return self._event_ms
+
+    def change(self, event: ChangeEvent) -> list[EncodedMessage]:
+        """Encode one record per change; two for an update (unless ``update_records=single``)."""
+        table = event.table
+        plan = self._plan(table)
+        schema_json = plan.schema_json
+        event_ms = self._event_time(event.commit_ts)
+        seq = f"{event.commit_lsn:020d}{event.ordinal:010d}"
+        op = event.op
+        if op is Op.TRUNCATE:
+            ddl = {"text": _truncate_sql(table, event.truncate_options), "ddlMeta": None}
+            values = [self._record(schema_json, "TRUNCATE", seq, event_ms, ddl=ddl)]
+            key = table.qualified_name.encode()
+        else:
+            before, after = self._images(plan, event)
+            if op is Op.INSERT:
+                values = [self._record(schema_json, "INSERT", seq, event_ms, after=after)]
+                key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, event.after)
+            elif op is Op.DELETE:
+                values = [self._record(schema_json, "DELETE", seq, event_ms, before=before)]
+                key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, event.before)
+            else:
+                key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, event.after)
+                if self.update_records == "single":
+                    values = [
+                        self._record(
+                            schema_json, "UPDATE_AFTER", seq, event_ms, before=before, after=after
+                        )
+                    ]
+                else:
+                    values = [
+                        self._record(schema_json, "UPDATE_BEFOR", seq, event_ms, before=before),
+                        self._record(schema_json, "UPDATE_AFTER", seq, event_ms, after=after),
+                    ]
+        return [
+            EncodedMessage(
+                value,
+                key,
+                "change",
+                table.schema,
+                table.name,
+                event.commit_lsn,
+                event.xid,
+                event.ordinal,
+            )
+            for value in values
+        ]
+
+    def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:
+        """Write a ``TRANSACTION_BEGIN`` record when ``dataworks.transaction_records`` is on."""
+        if not self.transaction_records:
+            return []
+        seq = f"{begin.commit_lsn:020d}{0:010d}"
+        event_ms = self._event_time(begin.commit_ts)
+        value = self._record(_NULL_SCHEMA, "TRANSACTION_BEGIN", seq, event_ms)
+        return [EncodedMessage(value, None, "begin", commit_lsn=begin.commit_lsn, xid=begin.xid)]
+
+    def commit(self, commit: TransactionCommit) -> list[EncodedMessage]:
+        """Write a ``TRANSACTION_END`` record when ``dataworks.transaction_records`` is on."""
+        if not self.transaction_records:
+            return []
+        seq = f"{commit.commit_lsn:020d}{commit.change_count + 1:010d}"
+        event_ms = self._event_time(commit.commit_ts)
+        value = self._record(_NULL_SCHEMA, "TRANSACTION_END", seq, event_ms)
+        return [EncodedMessage(value, None, "commit", commit_lsn=commit.commit_lsn, xid=commit.xid)]
+
+    def heartbeat(self, lsn: int, now_us: int) -> list[EncodedMessage]:
+        """Write DataWorks' ``MHEARTBEAT`` record (``eventTime`` = ``checkpointTime`` = now)."""
+        value = self._record(_NULL_SCHEMA, "MHEARTBEAT", None, now_us // 1000, system=False)
+        return [EncodedMessage(value, None, "heartbeat", commit_lsn=lsn)]
+
+
+def _truncate_sql(table: Table, options: int) -> str:
+    sql = f"TRUNCATE TABLE {_quote(table.schema)}.{_quote(table.name)}"
+    if options & 2:
+        sql += " RESTART IDENTITY"
+    if options & 1:
+        sql += " CASCADE"
+    return sql

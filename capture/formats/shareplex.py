@@ -1,0 +1,325 @@
+r"""``shareplex``: Shareplex JSON as Alibaba DTS writes it to Kafka.
+
+One JSON object per row change: ``{"meta": {...}, "data": {...}}``, plus ``"key": {...}``
+for an update::
+
+    {"meta": {"time": "2024-05-02T18:17:29", "userid": null, "op": "ins",
+              "scn": "23803720", "rowid": null, "trans": "700", "seq": 1, "size": 3,
+              "table": "public.orders", "idx": "1/3", "posttime": "2024-05-02T18:17:30"},
+     "data": {"id": "1", "note": "hi"}}
+
+Decisions:
+
+* ``meta`` keys in DTS's order. ``time`` = commit time and ``posttime`` = the time the
+  message was built, both UTC as ``yyyy-MM-ddTHH:mm:ss`` (the form of DTS's examples).
+* ``scn`` = the commit LSN as a decimal integer string (an SCN is a number; the LSN
+  ``X/Y`` is ``(X << 32) + Y``), so it increases in commit order and sorts numerically.
+* ``trans`` = the xid (decimal string). ``seq`` = the change's 1-based ordinal in the
+  transaction, ``size`` = the number of changes in the transaction
+  (``TransactionBegin.change_count``; the format sets ``needs_transaction_size`` so the
+  source holds transactions and always knows it), ``idx`` = ``"seq/size"``. ``scn`` and
+  ``seq`` together identify a change across replays.
+* ``userid`` and ``rowid`` are null: pgoutput carries no committing user, and PostgreSQL
+  rows have no stable row address (ctid changes on update and is not sent).
+* ``table`` = ``schema.table`` (OWNER.TABLE), names as PostgreSQL spells them.
+* ``op``: ``ins``, ``upd``, ``del``; a TRUNCATE is ``truncate`` with an empty ``data``
+  (DTS lists TRUNCATE among the operations; ``shareplex.truncate=skip`` drops it).
+* Values are strings or null, whatever the type (as in DTS's examples): PostgreSQL's
+  exact text output (DateStyle=ISO, TimeZone=UTC, bytea as ``\\x`` + hex), so numeric
+  digits, microseconds and bytes survive; a consumer parses the text as PostgreSQL does.
+* **Insert**: ``data`` = the new row. **Delete**: ``data`` = the old row; without
+  REPLICA IDENTITY FULL that is the key columns only (the others were not sent and are
+  absent, not null).
+* **Update**: ``data`` = the changed columns' new values; ``key`` = the key columns'
+  before values, then (as in DTS's example) the changed non-key columns' old values, in
+  table column order. The key is the primary key (the replica identity columns when the
+  primary key is unknown). Which columns changed is known only from a complete old image
+  (REPLICA IDENTITY FULL). Without one, ``data`` holds every sent non-key column of the
+  new row (it cannot say which of them changed) plus the key columns whose value changed
+  (without an old key the key did not change), and ``key`` holds the key's before
+  values: from the old key when the key changed, else from the new row.
+* **Unchanged TOAST** values (not sent) did not change, so they never appear in an
+  update's ``data``; an old image's unchanged TOAST values are left out of ``key``.
+* ``EncodedMessage.key`` is :func:`~capture.formats._common.row_key` of the new row
+  (the old row for a delete).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import orjson
+
+from capture.errors import ConfigError, WalcastError
+from capture.events import ChangeEvent, Image, Op, Table, TransactionBegin, TransactionCommit
+from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+
+_BINARY: Final = ord("b")
+_SETTINGS: Final = ("truncate",)
+_TRUNCATE_MODES: Final = ("emit", "skip")
+_PG_EPOCH_S: Final = 946_684_800
+_OPS: Final = {Op.INSERT: "ins", Op.UPDATE: "upd", Op.DELETE: "del", Op.TRUNCATE: "truncate"}
+
+
+class TransactionSizeError(WalcastError):
+    """A change arrived without its transaction's size (the source did not hold it)."""
+
+
+def image_texts(image: Image) -> list[str | UnchangedToast | None]:
+    """Return the PostgreSQL text of every column of ``image`` (None = NULL, TOAST kept)."""
+    values = image.tuple.values
+    kinds = image.tuple.kinds
+    if _BINARY not in kinds:
+        return [v.decode() if isinstance(v, bytes) else v for v in values]
+    table = image.table
+    out: list[str | UnchangedToast | None] = []
+    for i, v in enumerate(values):
+        if not isinstance(v, bytes):
+            out.append(v)
+        elif kinds[i] == _BINARY:
+            out.append(table.renderers[i](table.binary_decoders[i](v)))
+        else:
+            out.append(v.decode())
+    return out
+
+
+def key_indexes_of(table: Table) -> tuple[int, ...] | None:
+    """Indexes of the primary-key columns in key order (None without a primary key)."""
+    if not table.primary_key:
+        return None
+    index = {n: i for i, n in enumerate(table.column_names)}
+    return tuple(index[n] for n in table.primary_key)
+
+
+def fast_row_key(
+    table: Table, key_prefix: bytes, pk_indexes: tuple[int, ...] | None, image: Image | None
+) -> bytes:
+    """Return :func:`~capture.formats._common.row_key`'s bytes, key indexes precomputed."""
+    if image is None:
+        return table.qualified_name.encode()
+    text = image.text
+    indexes = image.present_indexes() if pk_indexes is None else pk_indexes
+    values = [None if (v := text(i)) is UNCHANGED_TOAST else v for i in indexes]
+    return key_prefix + orjson.dumps(values)
+
+
+def _seconds_text(unix_s: int) -> str:
+    return dt.datetime.fromtimestamp(unix_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@dataclass(slots=True)
+class _Plan:
+    table: Table
+    names: tuple[str, ...]
+    qualified: str
+    key_indexes: tuple[int, ...]
+    """The key reported in ``key``: primary-key columns, else replica identity."""
+    is_key: tuple[bool, ...]
+    key_prefix: bytes
+    pk_indexes: tuple[int, ...] | None
+
+
+class ShareplexEncoder(Encoder):
+    """Shareplex JSON; needs each transaction's size before its first change."""
+
+    name: ClassVar[str] = "shareplex"
+    needs_transaction_size: ClassVar[bool] = True
+
+    def __init__(self, options: FormatOptions | None = None) -> None:
+        super().__init__(options)
+        self.truncate = "emit"
+        for key, value in self.options.settings.items():
+            prefix, _, setting = key.partition(".")
+            if prefix != self.name or setting not in _SETTINGS:
+                raise ConfigError(
+                    f"{key}: unknown setting for format shareplex; valid settings: "
+                    + ", ".join(f"shareplex.{s}" for s in _SETTINGS)
+                )
+            text = str(value).strip()
+            if text not in _TRUNCATE_MODES:
+                raise ConfigError(f"{key}: {value!r} is not one of {', '.join(_TRUNCATE_MODES)}")
+            self.truncate = text
+        self._plans: dict[int, _Plan] = {}
+        self._size: int | None = None
+        self._size_xid: int | None = None
+        self._lsn = -1
+        self._scn = ""
+        self._xid = -1
+        self._trans = ""
+        self._ts = -1
+        self._time = ""
+        self._post_s = -1
+        self._post = ""
+
+    def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:
+        """Remember the transaction's size (``change_count``)."""
+        self._size = begin.change_count
+        self._size_xid = begin.xid
+        return []
+
+    def commit(self, commit: TransactionCommit) -> list[EncodedMessage]:  # noqa: ARG002
+        """Forget the transaction's size."""
+        self._size = None
+        self._size_xid = None
+        return []
+
+    def _plan(self, table: Table) -> _Plan:
+        plan = self._plans.get(table.relation_id)
+        if plan is not None and plan.table is table:
+            return plan
+        names = table.column_names
+        if table.primary_key:
+            index = {n: i for i, n in enumerate(names)}
+            keys = tuple(sorted(index[n] for n in table.primary_key))
+        else:
+            keys = table.key_indexes
+        plan = _Plan(
+            table=table,
+            names=names,
+            qualified=table.qualified_name,
+            key_indexes=keys,
+            is_key=tuple(i in keys for i in range(len(names))),
+            key_prefix=table.qualified_name.encode() + b":",
+            pk_indexes=key_indexes_of(table),
+        )
+        self._plans[table.relation_id] = plan
+        return plan
+
+    def meta(self, event: ChangeEvent) -> dict[str, Any]:
+        """Build the ``meta`` object of ``event``."""
+        size = self._size
+        if size is None or self._size_xid != event.xid:
+            raise TransactionSizeError(
+                f"shareplex: change {event.ordinal} of transaction {event.xid} arrived "
+                "without the transaction's size",
+                hint="the source must hold transactions (needs_transaction_size) and send "
+                "TransactionBegin with change_count before the changes",
+            )
+        if event.commit_lsn != self._lsn:
+            self._lsn = event.commit_lsn
+            self._scn = str(event.commit_lsn)
+        if event.xid != self._xid:
+            self._xid = event.xid
+            self._trans = str(event.xid)
+        if event.commit_ts != self._ts:
+            self._ts = event.commit_ts
+            self._time = _seconds_text(event.commit_ts // 1_000_000 + _PG_EPOCH_S)
+        now_s = int(time.time())
+        if now_s != self._post_s:
+            self._post_s = now_s
+            self._post = _seconds_text(now_s)
+        seq = event.ordinal
+        return {
+            "time": self._time,
+            "userid": None,
+            "op": _OPS[event.op],
+            "scn": self._scn,
+            "rowid": None,
+            "trans": self._trans,
+            "seq": seq,
+            "size": size,
+            "table": event.table.qualified_name,
+            "idx": f"{seq}/{size}",
+            "posttime": self._post,
+        }
+
+    def document(self, event: ChangeEvent) -> dict[str, Any] | None:
+        """Build the message of ``event`` as a dict (None for a skipped TRUNCATE)."""
+        op = event.op
+        if op is Op.TRUNCATE and self.truncate == "skip":
+            return None
+        meta = self.meta(event)
+        plan = self._plan(event.table)
+        if op is Op.INSERT:
+            assert event.after is not None
+            return {"meta": meta, "data": _row(plan.names, image_texts(event.after))}
+        if op is Op.DELETE:
+            before = event.before
+            return {"meta": meta, "data": _present_row(plan, before) if before else {}}
+        if op is Op.UPDATE:
+            data, key = _update(plan, event.before, event.after)
+            return {"meta": meta, "data": data, "key": key}
+        return {"meta": meta, "data": {}}
+
+    def change(self, event: ChangeEvent) -> list[EncodedMessage]:
+        """One message per row change."""
+        doc = self.document(event)
+        if doc is None:
+            return []
+        table = event.table
+        image = event.before if event.op is Op.DELETE else event.after
+        plan = self._plan(table)
+        return [
+            EncodedMessage(
+                orjson.dumps(doc),
+                fast_row_key(table, plan.key_prefix, plan.pk_indexes, image),
+                "change",
+                table.schema,
+                table.name,
+                event.commit_lsn,
+                event.xid,
+                event.ordinal,
+            )
+        ]
+
+
+def _row(names: tuple[str, ...], texts: list[str | UnchangedToast | None]) -> dict[str, Any]:
+    if UNCHANGED_TOAST not in texts:
+        return dict(zip(names, texts, strict=True))
+    return {n: t for n, t in zip(names, texts, strict=True) if not isinstance(t, UnchangedToast)}
+
+
+def _present_row(plan: _Plan, image: Image) -> dict[str, Any]:
+    texts = image_texts(image)
+    if not image.key_only:
+        return _row(plan.names, texts)
+    names = plan.names
+    return {
+        names[i]: t
+        for i in image.table.key_indexes
+        if not isinstance(t := texts[i], UnchangedToast)
+    }
+
+
+def _update(
+    plan: _Plan, before: Image | None, after: Image | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Return the ``data`` and ``key`` objects of an update."""
+    assert after is not None
+    names = plan.names
+    new = image_texts(after)
+    data: dict[str, Any]
+    key: dict[str, Any]
+    if before is None or before.key_only:
+        # Which columns changed is unknown, except for the replica identity: it did not
+        # change when no old key was sent, and the old key tells whether it did.
+        identity = plan.table.key_indexes
+        old = new if before is None else image_texts(before)
+        data = {
+            name: now
+            for i, name in enumerate(names)
+            if not isinstance(now := new[i], UnchangedToast)
+            and (i not in identity or old[i] != now)
+        }
+        indexes = plan.key_indexes if before is None else identity
+        key = {names[i]: t for i in indexes if not isinstance(t := old[i], UnchangedToast)}
+        return data, key
+    old = image_texts(before)
+    data = {}
+    key = {}
+    is_key = plan.is_key
+    for i, name in enumerate(names):
+        was = old[i]
+        if isinstance(was, UnchangedToast):
+            continue
+        now = new[i]
+        if not isinstance(now, UnchangedToast) and was != now:
+            data[name] = now
+            key[name] = was
+        elif is_key[i]:
+            key[name] = was
+    return data, key
