@@ -1,0 +1,43 @@
+"""Decode PostgreSQL column values by type OID, and render them back as PostgreSQL text.
+
+pgoutput sends each column in its type's text output format or, with ``binary 'true'``,
+in its binary send format. :class:`TypeRegistry` maps a type OID to a :class:`TypeCodec`
+whose ``from_text``/``from_binary`` produce the same Python value from either format and
+whose ``to_text`` reproduces PostgreSQL's own output byte for byte.
+
+One module per type family: :mod:`~capture.types.numeric` (ints, numeric, floats,
+bool), :mod:`~capture.types.text` (character types, bytea), :mod:`~capture.types.datetimes`,
+:mod:`~capture.types.network`, :mod:`~capture.types.misc` (uuid, json/jsonb, bit ...),
+:mod:`~capture.types.arrays`; special values live in :mod:`~capture.types.values`.
+"""
+
+from capture.types.registry import TypeCodec, TypeRegistry, fallback_codec, fallback_to_text
+from capture.types.values import (
+    INFINITY,
+    NEG_INFINITY,
+    TIME_24,
+    Infinity,
+    Interval,
+    PgArray,
+    PgDate,
+    PgTimestamp,
+    RawBinary,
+    Time24,
+)
+
+__all__ = [
+    "INFINITY",
+    "NEG_INFINITY",
+    "TIME_24",
+    "Infinity",
+    "Interval",
+    "PgArray",
+    "PgDate",
+    "PgTimestamp",
+    "RawBinary",
+    "Time24",
+    "TypeCodec",
+    "TypeRegistry",
+    "fallback_codec",
+    "fallback_to_text",
+]

@@ -1,0 +1,171 @@
+"""Unit tests (no server): the registry, fallback codec, register_type, value classes."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+from capture.types import (
+    INFINITY,
+    NEG_INFINITY,
+    TIME_24,
+    Infinity,
+    Interval,
+    PgArray,
+    PgDate,
+    PgTimestamp,
+    RawBinary,
+    Time24,
+    TypeCodec,
+    TypeRegistry,
+)
+from capture.types.registry import builtin_codecs
+
+BUILTIN_OIDS = {
+    "bool": (16, 1000), "bytea": (17, 1001), "char": (18, 1002), "name": (19, 1003),
+    "int8": (20, 1016), "int2": (21, 1005), "int4": (23, 1007), "text": (25, 1009),
+    "oid": (26, 1028), "xid": (28, 1011), "json": (114, 199), "xml": (142, 143),
+    "float4": (700, 1021), "float8": (701, 1022), "macaddr8": (774, 775),
+    "money": (790, 791), "macaddr": (829, 1040), "inet": (869, 1041), "cidr": (650, 651),
+    "bpchar": (1042, 1014), "varchar": (1043, 1015), "date": (1082, 1182),
+    "time": (1083, 1183), "timestamp": (1114, 1115), "timestamptz": (1184, 1185),
+    "interval": (1186, 1187), "timetz": (1266, 1270), "bit": (1560, 1561),
+    "varbit": (1562, 1563), "numeric": (1700, 1231), "uuid": (2950, 2951),
+    "jsonb": (3802, 3807),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "oids"), sorted(BUILTIN_OIDS.items()))
+def test_builtin_oids(name: str, oids: tuple[int, int]) -> None:
+    registry = TypeRegistry()
+    oid, array_oid = oids
+    assert registry.is_known(oid)
+    assert registry.name_of(oid) == name
+    assert registry.codec(oid).oid == oid
+    assert registry.name_of(array_oid) == "_" + name
+    assert registry.codec(array_oid).category == "A"
+
+
+def test_unknown_oid_gets_fallback() -> None:
+    registry = TypeRegistry()
+    assert not registry.is_known(424242)
+    assert registry.name_of(424242) == "oid:424242"
+    codec = registry.codec(424242)
+    assert codec is registry.codec(424242)  # cached
+    assert not registry.is_known(424242)  # still a guess
+    assert codec.from_text("(1,ü)".encode()) == "(1,ü)"
+    raw = codec.from_binary(b"\x00\x01")
+    assert raw == RawBinary(424242, b"\x00\x01")
+    assert codec.to_text(raw) == "\\x0001"
+    assert codec.to_text("(1,ü)") == "(1,ü)"
+    assert codec.to_text(b"\xff") == "\\xff"
+
+
+def test_named_builtin_without_decoder() -> None:
+    registry = TypeRegistry()
+    point = registry.codec(600)
+    assert (point.name, point.category) == ("point", "G")
+    assert point.from_text(b"(1,2)") == "(1,2)"
+    assert point.from_binary(b"\x00" * 16) == RawBinary(600, b"\x00" * 16)
+    assert registry.codec(1017).from_text(b'{"(1,2)","(3,4)"}') == ["(1,2)", "(3,4)"]
+
+
+def test_register_domain_over_builtin() -> None:
+    registry = TypeRegistry()
+    codec = registry.register_type(16390, "", "int4")
+    assert registry.is_known(16390)
+    assert codec.oid == 16390
+    assert codec.name == "int4"
+    assert codec.from_binary(b"\x00\x00\x00\x05") == 5
+    assert registry.codec(16390) is codec
+    assert registry.register_type(16391, "pg_catalog", "_numeric").from_text(b"{1.5}")[
+        0
+    ].as_tuple() == (
+        0,
+        (1, 5),
+        -1,
+    )
+    # a catalog name without a dedicated decoder (or from a newer server) stays lossless
+    newer = registry.register_type(16392, "", "some_future_type")
+    assert newer.from_text(b"x") == "x"
+    assert newer.from_binary(b"x") == RawBinary(16392, b"x")
+
+
+def test_register_enum() -> None:
+    registry = TypeRegistry()
+    codec = registry.register_type(16400, "public", "mood")
+    assert registry.name_of(16400) == "mood"
+    assert codec.category == "U"
+    assert codec.from_text("happy ☺".encode()) == "happy ☺"
+    assert codec.from_binary("happy ☺".encode()) == "happy ☺"
+    # composite / binary formats (NUL bytes, invalid UTF-8) stay raw
+    assert codec.from_binary(b"\x00\x00\x00\x01") == RawBinary(16400, b"\x00\x00\x00\x01")
+    assert codec.from_binary(b"\xff\xfe") == RawBinary(16400, b"\xff\xfe")
+    assert codec.to_text("ok") == "ok"
+
+
+def test_register_enum_array() -> None:
+    registry = TypeRegistry()
+    arrays = registry.register_type(16399, "public", "_mood")
+    assert arrays.category == "A"
+    assert arrays.from_text(b'{sad,"happy \xe2\x98\xba",NULL}') == ["sad", "happy ☺", None]
+    element_oid = 16400  # not registered: enum rule
+    data = (
+        b"\x00\x00\x00\x01\x00\x00\x00\x01" + element_oid.to_bytes(4, "big")
+        + b"\x00\x00\x00\x02\x00\x00\x00\x01"
+        + b"\x00\x00\x00\x03sad" + b"\xff\xff\xff\xff"
+    )  # fmt: skip
+    assert arrays.from_binary(data) == ["sad", None]
+    assert arrays.to_text(["sad", None, "a b"]) == '{sad,NULL,"a b"}'
+    # once the element type is registered, its codec is used
+    registry.register_type(element_oid, "", "int4")
+    data = (
+        b"\x00\x00\x00\x01\x00\x00\x00\x00" + element_oid.to_bytes(4, "big")
+        + b"\x00\x00\x00\x01\x00\x00\x00\x01" + b"\x00\x00\x00\x04\x00\x00\x00\x07"
+    )  # fmt: skip
+    assert arrays.from_binary(data) == [7]
+
+
+def test_registries_are_independent() -> None:
+    first, second = TypeRegistry(), TypeRegistry()
+    first.register_type(20000, "public", "mood")
+    assert first.is_known(20000)
+    assert not second.is_known(20000)
+
+
+def test_builtin_table_size() -> None:
+    codecs = builtin_codecs()
+    assert len(codecs) > 150
+    assert all(isinstance(codec, TypeCodec) for codec in codecs.values())
+    assert all(oid == codec.oid for oid, codec in codecs.items())
+
+
+def test_codec_is_frozen() -> None:
+    codec = TypeRegistry().codec(23)
+    with pytest.raises(FrozenInstanceError):
+        codec.name = "x"  # type: ignore[misc]
+
+
+def test_value_classes() -> None:
+    assert Infinity(1) == INFINITY
+    assert NEG_INFINITY < INFINITY
+    assert str(INFINITY) == "infinity"
+    assert str(NEG_INFINITY) == "-infinity"
+    assert repr(NEG_INFINITY) == "NEG_INFINITY"
+    with pytest.raises(ValueError, match="sign"):
+        Infinity(0)
+    assert PgDate(-1) < PgDate(0)
+    assert PgTimestamp(5, tz=True) != PgTimestamp(5, tz=False)
+    assert Time24() == TIME_24
+    assert Time24(3600) != TIME_24
+    assert Interval(1, 0, 0) != Interval(0, 30, 0)
+    values = [INFINITY, PgDate(3), PgTimestamp(1, tz=True), TIME_24, Interval(1, 2, 3)]
+    assert len({*values, RawBinary(1, b"x")}) == 6
+    for value in values:
+        assert pickle.loads(pickle.dumps(value)) == value
+    with pytest.raises(TypeError):
+        hash(PgArray((0,), [1]))
+    with pytest.raises(FrozenInstanceError):
+        PgDate(1).days = 2  # type: ignore[misc]
