@@ -154,11 +154,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="send an UPDATE that changes the key as DELETE + INSERT",
     )
     run.add_argument("--schema-topic", help="topic for table layouts ('' disables)")
+    run.add_argument(
+        "--format-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="format setting for --format outputs, e.g. ibm.max_message_size=500000; "
+        "each goes to the format its prefix names",
+    )
     return parser
+
+
+def _settings_for(fmt: str, settings: dict[str, str]) -> dict[str, str]:
+    """The ``--format-option`` settings whose prefix names ``fmt``."""
+    prefixes = {fmt, fmt.replace("-", "_")}
+    return {k: v for k, v in settings.items() if k.split(".", 1)[0] in prefixes}
 
 
 def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
     outputs = None
+    settings = _format_settings(args.format_option)
+    if settings and not args.format:
+        raise ConfigError("--format-option: only applies to outputs given with --format")
     if args.format:
         outputs = [
             {
@@ -167,6 +184,7 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
                     ("format", f),
                     ("topic", args.topic),
                     ("transaction_topic", args.transaction_topic),
+                    ("settings", _settings_for(f, settings)),
                 )
                 if v is not None
             }

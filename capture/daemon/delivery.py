@@ -27,13 +27,16 @@ class TransactionDelivery:
     closed: bool = False
     """All of the transaction's messages have been produced (its commit was seen)."""
     failures: list[str] = field(default_factory=list)
+    """What Kafka said about each failed message (topic, key, size, error)."""
+    too_large: bool = False
     produced_at: float = 0.0
 
-    def delivered(self, err: Any, _msg: Any) -> None:
+    def delivered(self, err: Any, msg: Any) -> None:
         """Delivery report callback (librdkafka calls it from ``poll``/``flush``)."""
         self.outstanding -= 1
         if err is not None:
-            self.failures.append(str(err))
+            self.failures.append(_describe_failure(err, msg))
+            self.too_large = self.too_large or _code(err) == _MSG_SIZE_TOO_LARGE
 
 
 class DeliveryTracker:
@@ -74,6 +77,9 @@ class DeliveryTracker:
     def ackable(self, now: float = 0.0) -> int:
         """Advance past fully delivered transactions; return the LSN safe to acknowledge.
 
+        Never decreases: a transaction replayed after a reconnect may end before the
+        newest acknowledged one.
+
         Raises :class:`DeliveryFailedError` when the oldest unacknowledged transaction has
         a failed message.
         """
@@ -84,7 +90,7 @@ class DeliveryTracker:
                 raise DeliveryFailedError(head)
             if not head.closed or head.outstanding > 0:
                 break
-            self.acked_lsn = head.end_lsn
+            self.acked_lsn = max(self.acked_lsn, head.end_lsn)
             queue.popleft()
             if now:
                 self.latencies.append(now - head.produced_at)
@@ -98,6 +104,24 @@ class DeliveryTracker:
     def oldest_pending(self) -> TransactionDelivery | None:
         """The transaction the acknowledgement waits for."""
         return self._queue[0] if self._queue else None
+
+
+_MSG_SIZE_TOO_LARGE = 10  # librdkafka's RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE
+
+
+def _code(err: Any) -> int | None:
+    code = getattr(err, "code", None)
+    return code() if callable(code) else None
+
+
+def _describe_failure(err: Any, msg: Any) -> str:
+    text = err.str() if hasattr(err, "str") else str(err)
+    if msg is None:
+        return text
+    key = msg.key()
+    key_text = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+    size = len(msg.value() or b"")
+    return f"{text} (topic {msg.topic()!r}, key {key_text!r}, {size} bytes)"
 
 
 class DeliveryFailedError(Exception):

@@ -111,7 +111,9 @@ class Daemon:
         self._acked = 0
         self._last_commit_ts: dict[int, int] = {}
         self._last_table: Table | None = None
-        self._published_layouts: set[int] = set()
+        self._published_layouts: dict[str, object] = {}
+        """schema.table → version of the layout last published (a new Relation message
+        with the same layout needs no new record)."""
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -184,6 +186,9 @@ class Daemon:
             for o in config.outputs
         ]
         database = source.server.database
+        # The new stream starts from the slot's confirmed LSN and knows no acknowledgement
+        # yet: replayed transactions must be acknowledged to it again once delivered.
+        self._acked = 0
         self.metrics.healthy = True
         self.metrics.state = {"status": "streaming", "slot": config.slot}
         log.info("session_started", slot=config.slot, formats=[o.format for o in config.outputs])
@@ -270,30 +275,33 @@ class Daemon:
         layout must be in Kafka before the data that needs it.
         """
         self._last_table = table
-        if id(table) in self._published_layouts or not self.config.schema_topic:
+        if not self.config.schema_topic:
+            return
+        record = layout_record(table)
+        name = table.qualified_name
+        if self._published_layouts.get(name) == record.get("version"):
             return
         assert self.producer is not None
-        record = layout_record(table)
-        errors: list[str] = []
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                errors.append(str(err))
-
+        reports: list[object] = []
         self.producer.produce(
             self.config.schema_topic,
             orjson.dumps(record),
-            table.qualified_name.encode(),
-            on_delivery=delivered,
+            name.encode(),
+            on_delivery=lambda err, _msg: reports.append(err),
         )
-        self.producer.flush()
+        deadline = time.monotonic() + 120
+        while not reports and time.monotonic() < deadline and not self.stop():
+            self.producer.poll(0.05)
+        errors = [str(e) for e in reports if e is not None] or (
+            [] if reports else ["not confirmed within 120 s"]
+        )
         if errors:
             raise KafkaDeliveryError(
                 f"cannot publish the layout of {table.qualified_name} to "
                 f"{self.config.schema_topic!r}: {errors[0]}",
                 hint="check the schema topic's ACLs and configuration",
             )
-        self._published_layouts.add(id(table))
+        self._published_layouts[name] = record.get("version")
         log.info("layout_published", table=table.qualified_name, version=record.get("version"))
 
     def _ensure_schema_topic(self) -> None:
@@ -389,16 +397,21 @@ class Daemon:
             acked = self.tracker.ackable(time.monotonic())
         except DeliveryFailedError as exc:
             txn = exc.transaction
+            hint = (
+                "raise the topic's max.message.bytes (and kafka.producer message.max.bytes), "
+                "or make messages smaller; restart to resend"
+                if txn.too_large
+                else "fix the broker/topic configuration (ACLs, limits) and restart"
+            )
             raise KafkaDeliveryError(
                 f"Kafka rejected a message of the transaction committed at "
-                f"{format_lsn(txn.commit_lsn)}: {exc}",
-                hint="fix the broker/topic (size limits, ACLs) and restart; nothing was "
-                "acknowledged past that transaction",
+                f"{format_lsn(txn.commit_lsn)}: {exc}; nothing was acknowledged past it",
+                hint=hint,
             ) from None
         for latency in self.tracker.latencies:
             self.metrics.delivery_latency.observe(latency)
         self.tracker.latencies.clear()
-        if acked > self._acked:
+        if acked != self._acked:
             self._acked = acked
             source.acknowledge(acked)
             self.metrics.acked_lsn.set(acked)

@@ -60,14 +60,19 @@ def confirmed_lsn(dsn: str, slot: str) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def wait_caught_up(dsn: str, slot: str, target: int, daemon: RunningDaemon, timeout: float = 300) -> None:
+def wait_caught_up(
+    dsn: str, slot: str, target: int, daemon: RunningDaemon, timeout: float = 300
+) -> None:
     """Wait until the slot is acknowledged up to ``target`` (the daemon delivered it all)."""
     deadline = time.monotonic() + timeout
     while confirmed_lsn(dsn, slot) < target:
         if daemon.process.poll() is not None:
-            raise AssertionError(f"walcast run exited {daemon.process.returncode}:\n{daemon.log()[-4000:]}")
-        if time.monotonic() > deadline:
             raise AssertionError(
-                f"slot {slot} stuck at {confirmed_lsn(dsn, slot):X} < {target:X}\n{daemon.log()[-4000:]}"
+                f"walcast run exited {daemon.process.returncode}:\n{daemon.log()[-4000:]}"
+            )
+        if time.monotonic() > deadline:
+            stuck = confirmed_lsn(dsn, slot)
+            raise AssertionError(
+                f"slot {slot} stuck at {stuck:X} < {target:X}\n{daemon.log()[-4000:]}"
             )
         time.sleep(0.5)

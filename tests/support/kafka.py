@@ -22,7 +22,9 @@ class Record:
     @property
     def position(self) -> tuple[str, int]:
         """(commit LSN, ordinal) from walcast's headers."""
-        return self.headers.get("walcast.commit_lsn", ""), int(self.headers.get("walcast.ordinal", 0))
+        return self.headers.get("walcast.commit_lsn", ""), int(
+            self.headers.get("walcast.ordinal", 0)
+        )
 
 
 def topics(bootstrap: str, prefix: str) -> list[str]:
@@ -45,9 +47,7 @@ def read_all(bootstrap: str, names: list[str], *, timeout: float = 60) -> list[R
     )
     try:
         metadata = consumer.list_topics(timeout=10)
-        partitions = [
-            TopicPartition(t, p) for t in names for p in metadata.topics[t].partitions
-        ]
+        partitions = [TopicPartition(t, p) for t in names for p in metadata.topics[t].partitions]
         ends = {}
         for tp in partitions:
             low, high = consumer.get_watermark_offsets(tp, timeout=10)

@@ -1,0 +1,714 @@
+r"""``ibm``: IBM Q Replication Event Publishing, delimited messages.
+
+One Kafka message carries a whole transaction (or one segment of a large one); each row
+change is one record ending with the record delimiter::
+
+    10,"IBM","2024123","181729123456","public","orders","REPL",
+    "0000:0000:0000:0000:0000:02bc","0000:0000:0000:0000:0000:0000:016b:3748",
+    "2024-05-02-18.17.29",,0000,<before values>,<after values>\n
+
+(one line in the real output). The full layout, every value rendering and the table
+layout records are documented in ``schemas/ibm-delimited.md``; the decisions are:
+
+Header
+    * ``type`` is always ``10`` (bare), as in every IBM example.
+    * ``identifier`` is the ``ibm.identifier`` setting (default ``IBM``: consumers check
+      for ``IBM`` and ``IBM-INVALID-COLUMN-…``). When a column value is not available
+      (see "unchanged TOAST" below) it becomes ``<identifier>-INVALID-COLUMN-nnnX-NULL``
+      as IBM does for values it cannot send: ``nnn`` is the 1-based column number (three
+      digits or more), ``X`` is ``B`` (before value) or ``A`` (after value).
+    * ``date`` (``YYYYddd``) and ``time`` (``HHMMSSffffff``) are "when the message was
+      put"; walcast uses the COMMIT time (UTC), so a replayed transaction is
+      byte-for-byte identical and the output is deterministic.
+    * ``table_owner`` is the schema, ``table_name`` the table (both quoted).
+    * ``transaction_identifier`` is the xid as a 96-bit big-endian number in six
+      colon-separated groups of four lower-case hex digits (xid 700 →
+      ``0000:0000:0000:0000:0000:02bc``): ``int(value.replace(":", ""), 16) == xid``.
+    * ``commit_lsn`` is the commit LSN as a 128-bit big-endian number in eight groups
+      (``0/16B3748`` → ``0000:0000:0000:0000:0000:0000:016b:3748``): groups 5-6 are the
+      LSN's high 32 bits, groups 7-8 its low 32 bits. Fixed width, so string order is
+      commit order; :func:`parse_commit_lsn` reverses it.
+    * ``commit_time`` is ``YYYY-MM-DD-HH.mm.ss`` (UTC).
+    * ``plan_name`` is the ``ibm.plan_name`` setting; empty (the default) is NULL, i.e.
+      an empty field, as IBM sends on every platform but z/OS.
+    * ``segment_number`` is ``0000`` for a transaction that fits in one message; a larger
+      one is split at record boundaries into segments numbered ``0001``, ``0002``, …
+      with the last one ``0000`` (after ``9999`` numbering wraps to ``0001``).
+
+Segmentation and memory
+    A message is at most ``ibm.max_message_size`` bytes (default 1,000,000: below
+    Kafka's default 1 MiB message limit, with room for the key and batch overhead).
+    Records are appended to one pending segment; when the next record would overflow it,
+    the pending segment is sent (its segment numbers patched in place) and a new one
+    starts, so at most one segment is ever held. The last segment is sent at COMMIT with
+    ``0000``. ``TransactionBegin.change_count`` is not needed. A single record larger
+    than the limit is sent alone in its own segment (records are never split).
+    :meth:`IbmDelimitedEncoder.flush` (shutdown mid-transaction) sends the pending
+    records as a NON-final segment (never ``0000``): consumers see the transaction as
+    incomplete, and walcast sends it again in full after a restart.
+
+Values (before values of every column, then after values, in column order)
+    * NULL is an empty field. An empty string is two string delimiters (``""``).
+    * Bare: int2/int4/int8/oid/xid as PostgreSQL prints them; numeric, real and double
+      with ``.`` replaced by the decimal character. ``NaN``, ``Infinity`` and
+      ``-Infinity`` are bare too, spelled as PostgreSQL (and Java's
+      ``Double.parseDouble``) spell them. bool is bare ``1``/``0``.
+    * Quoted (string delimiter doubled inside): every other type, in PostgreSQL's exact
+      text form (the walsender runs with DateStyle ISO, TimeZone UTC): char, varchar,
+      text, enums, date/time/timestamp[tz]/interval (``2024-05-02 18:17:29.123456+00``,
+      ``infinity``, ``0044-03-15 BC``), uuid, json/jsonb (the format's CLOBs), inet/
+      cidr/macaddr, arrays (``{1,2,3}``), money, bit strings, geometric types …
+      DB2's timestamp form cannot hold time zones, BC dates or infinity; the layout
+      record tells consumers each column's type.
+    * bytea (a BLOB) is quoted upper-case hex without a prefix (``"00FF"``; empty
+      bytea is ``""``), like IBM's hex strings.
+    * Record delimiters inside quoted values are not escaped (only the string delimiter
+      is, as the IBM document says): split records with a quote-aware reader such as
+      :func:`split_records`, or a CSV reader in multi-line mode.
+
+Images
+    * INSERT: all before values empty. DELETE: all after values empty.
+    * UPDATE without an old image (REPLICA IDENTITY DEFAULT/INDEX and the key did not
+      change): the key columns' before values are their after values (the key is
+      unchanged, that is why PostgreSQL did not send it); the other before values are
+      empty. A key-only old image (``K``: key changed, or any DELETE under DEFAULT/INDEX)
+      gives the key columns' values and empty fields for the others. So for tables
+      without REPLICA IDENTITY FULL, empty non-key before values mean "not known";
+      the layout record's ``replica_identity`` says which tables these are.
+    * Unchanged TOAST (a large value that did not change and was not sent): the after
+      value is copied from the before image when the old row was sent (FULL); otherwise
+      it is empty and the record's identifier names the first such column
+      (``IBM-INVALID-COLUMN-005A-NULL``) so that it is not mistaken for NULL.
+    * TRUNCATE: the format has no such operation and every consumer would misread a
+      made-up one, so TRUNCATE changes are skipped (not published). Records are
+      numbered by position, so a transaction's record positions equal the PostgreSQL
+      ordinals unless it contains a TRUNCATE.
+
+Settings (``FormatOptions.settings``; validated at construction, errors name the key)
+    ``ibm.column_delimiter`` (``,``), ``ibm.record_delimiter`` (``\n``),
+    ``ibm.string_delimiter`` (``"``), ``ibm.decimal_character`` (``.``): single ASCII
+    characters, all four distinct, none alphanumeric (IBM's rules), and none ``+`` or
+    ``-`` (which bare numbers contain). Escapes ``\n``, ``\r``, ``\t``, ``\\`` and
+    ``\xHH`` are accepted. ``ibm.identifier`` (``IBM``), ``ibm.plan_name`` (empty =
+    NULL), ``ibm.max_message_size`` (bytes, at least 256).
+
+Kafka key
+    The source database name (``FormatOptions.database``) for every message: one
+    constant key puts all transactions in one partition, in commit order, which the
+    format needs (a transaction spans tables, and segments must stay in order).
+
+Layout records
+    The format carries no column names or types. :func:`layout_record` describes a
+    table (names, types, key, replica identity, ``version`` fingerprint); walcast
+    publishes one per Relation message (see ``schemas/ibm-delimited.md``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import orjson
+
+from capture.errors import ConfigError
+from capture.events import (
+    ChangeEvent,
+    Column,
+    Image,
+    Op,
+    Table,
+    TransactionBegin,
+    TransactionCommit,
+    pg_ts_to_datetime,
+)
+from capture.formats._common import Family, family
+from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.types.text import bytea_from_text
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+PREFIX: Final = "ibm."
+DEFAULT_MAX_MESSAGE_SIZE: Final = 1_000_000
+MIN_MESSAGE_SIZE: Final = 256
+HEADER_FIELDS: Final = (
+    "type",
+    "identifier",
+    "date",
+    "time",
+    "table_owner",
+    "table_name",
+    "operation",
+    "transaction_identifier",
+    "commit_lsn",
+    "commit_time",
+    "plan_name",
+    "segment_number",
+)
+"""The 12 header fields, in order."""
+RECORD_TYPE: Final = b"10"
+OPERATIONS: Final = {Op.INSERT: "ISRT", Op.UPDATE: "REPL", Op.DELETE: "DLET"}
+
+_SEG_FINAL: Final = b"0000"
+_BINARY: Final = ord("b")
+_UNCHANGED: Final = ord("u")
+_ESCAPES: Final = {"\\n": "\n", "\\r": "\r", "\\t": "\t", "\\\\": "\\"}
+
+# How a column's values are rendered.
+_QUOTED: Final = 0
+_BARE: Final = 1
+_NUMBER: Final = 2
+"""Bare, with ``.`` replaced by the decimal character."""
+_BOOL: Final = 3
+_BYTES: Final = 4
+
+_KIND_BY_FAMILY: Final = {
+    Family.SMALLINT: _BARE,
+    Family.INTEGER: _BARE,
+    Family.BIGINT: _BARE,
+    Family.NUMERIC: _NUMBER,
+    Family.REAL: _NUMBER,
+    Family.DOUBLE: _NUMBER,
+    Family.BOOL: _BOOL,
+    Family.BYTES: _BYTES,
+}
+_KIND_NAMES: Final = {
+    _QUOTED: "quoted",
+    _BARE: "bare",
+    _NUMBER: "number",
+    _BOOL: "bool",
+    _BYTES: "hex",
+}
+
+
+# --------------------------------------------------------------------------- positions
+
+
+def format_transaction_id(xid: int) -> str:
+    """Format ``xid`` as a ``transaction_identifier``: 96-bit big-endian, six hex groups."""
+    digits = f"{xid:024x}"
+    return ":".join(digits[i : i + 4] for i in range(0, 24, 4))
+
+
+def parse_transaction_id(text: str) -> int:
+    """Return the xid of a ``transaction_identifier`` (inverse of :func:`format_transaction_id`)."""
+    return int(text.replace(":", ""), 16)
+
+
+def format_commit_lsn(lsn: int) -> str:
+    """Format ``lsn`` as a ``commit_lsn`` field: 128-bit big-endian, eight hex groups."""
+    digits = f"{lsn:032x}"
+    return ":".join(digits[i : i + 4] for i in range(0, 32, 4))
+
+
+def parse_commit_lsn(text: str) -> int:
+    """Return the LSN of a ``commit_lsn`` field (inverse of :func:`format_commit_lsn`)."""
+    return int(text.replace(":", ""), 16)
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True, slots=True)
+class IbmSettings:
+    """The validated ``ibm.*`` settings."""
+
+    column_delimiter: str = ","
+    record_delimiter: str = "\n"
+    string_delimiter: str = '"'
+    decimal_character: str = "."
+    identifier: str = "IBM"
+    plan_name: str = ""
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> IbmSettings:
+        """Validate the ``ibm.*`` keys of ``settings`` (other formats' keys are ignored)."""
+        defaults = cls()
+        values: dict[str, Any] = {}
+        for key, raw in settings.items():
+            if not key.startswith(PREFIX):
+                continue
+            name = key[len(PREFIX) :]
+            if name not in cls.__dataclass_fields__:
+                raise ConfigError(
+                    f"{key}: unknown setting; valid: "
+                    + ", ".join(PREFIX + k for k in cls.__dataclass_fields__)
+                )
+            values[name] = raw
+        chars = {
+            name: _delimiter(PREFIX + name, values.get(name, getattr(defaults, name)))
+            for name in (
+                "column_delimiter",
+                "record_delimiter",
+                "string_delimiter",
+                "decimal_character",
+            )
+        }
+        seen: dict[str, str] = {}
+        for name, char in chars.items():
+            if char in seen:
+                raise ConfigError(
+                    f"{PREFIX}{name}: {char!r} is already the {PREFIX}{seen[char]}; "
+                    "the four delimiters must all be different"
+                )
+            seen[char] = name
+        identifier = str(values.get("identifier", defaults.identifier))
+        if not identifier:
+            raise ConfigError(f"{PREFIX}identifier: must not be empty")
+        return cls(
+            identifier=identifier,
+            plan_name=str(values.get("plan_name", defaults.plan_name)),
+            max_message_size=_size(values.get("max_message_size", defaults.max_message_size)),
+            **chars,
+        )
+
+
+def _delimiter(setting: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{setting}: {value!r} is not a character")
+    text = _ESCAPES.get(value, value)
+    if len(value) == 4 and value.startswith("\\x"):
+        try:
+            text = chr(int(value.removeprefix("\\x"), 16))
+        except ValueError:
+            raise ConfigError(f"{setting}: {value!r} is not a \\xHH escape") from None
+    if len(text) != 1:
+        raise ConfigError(f"{setting}: {value!r} must be a single character")
+    if ord(text) > 127:
+        raise ConfigError(f"{setting}: {value!r} must be an ASCII character")
+    if text.isalnum():
+        raise ConfigError(f"{setting}: {value!r} must not be alphanumeric")
+    if text in "+-":
+        raise ConfigError(f"{setting}: {value!r} must not be + or - (bare numbers contain them)")
+    return text
+
+
+def _size(value: Any) -> int:
+    setting = PREFIX + "max_message_size"
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{setting}: {value!r} is not a number of bytes") from None
+    if size < MIN_MESSAGE_SIZE:
+        raise ConfigError(f"{setting}: {size} is below the minimum of {MIN_MESSAGE_SIZE} bytes")
+    return size
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def declared_type(name: str, typmod: int) -> str:
+    """Return a column's type with its modifier, as ``format_type`` shows it (roughly)."""
+    if typmod < 0:
+        return name
+    if name == "numeric":
+        raw = typmod - 4
+        scale = ((raw & 0x7FF) ^ 1024) - 1024
+        return f"numeric({(raw >> 16) & 0xFFFF},{scale})"
+    if name in ("varchar", "bpchar", "bit", "varbit"):
+        return f"{name}({typmod - 4 if name in ('varchar', 'bpchar') else typmod})"
+    if name in ("timestamp", "timestamptz", "time", "timetz"):
+        return f"{name}({typmod})"
+    if name == "interval":
+        precision = typmod & 0xFFFF
+        return name if precision == 0xFFFF else f"interval({precision})"
+    return name
+
+
+def layout_record(table: Table) -> dict[str, Any]:
+    """Describe ``table`` in the layout record walcast publishes per Relation message.
+
+    ``columns`` are in field order (column ID order). ``version`` is a fingerprint of
+    the layout: equal layouts have equal versions whatever the process or restart, so
+    publishing it again is idempotent; a changed layout gets a new version.
+    """
+    columns = [
+        {
+            "position": i + 1,
+            "name": c.name,
+            "type": c.type_name,
+            "declared_type": declared_type(c.type_name, c.type_modifier),
+            "type_oid": c.type_oid,
+            "type_modifier": c.type_modifier,
+            "key": c.is_key,
+            "primary_key": c.name in table.primary_key,
+            "rendering": _KIND_NAMES[_column_kind(c)],
+        }
+        for i, c in enumerate(table.columns)
+    ]
+    identity = table.replica_identity.name.lower()
+    fingerprint = orjson.dumps(
+        [
+            table.schema,
+            table.name,
+            identity,
+            list(table.primary_key),
+            [[c.name, c.type_oid, c.type_modifier, c.is_key] for c in table.columns],
+        ]
+    )
+    return {
+        "format": "ibm",
+        "schema": table.schema,
+        "table": table.name,
+        "relation_id": table.relation_id,
+        "version": hashlib.sha256(fingerprint).hexdigest()[:16],
+        "replica_identity": identity,
+        "primary_key": list(table.primary_key),
+        "field_count": len(HEADER_FIELDS) + 2 * len(table.columns),
+        "columns": columns,
+    }
+
+
+def _column_kind(column: Column) -> int:
+    return _KIND_BY_FAMILY.get(family(column), _QUOTED)
+
+
+# --------------------------------------------------------------------------- encoder
+
+
+def _resolve(image: Image) -> tuple[list[bytes | None], list[int]]:
+    """Text of every column (binary values rendered), and the unchanged-TOAST indexes.
+
+    Unchanged TOAST columns come back as None, to be patched by the caller.
+    """
+    table = image.table
+    tup = image.tuple
+    out: list[bytes | None] = []
+    patch: list[int] = []
+    for i, raw in enumerate(tup.values):
+        if raw is UNCHANGED_TOAST:
+            patch.append(i)
+            out.append(None)
+        elif isinstance(raw, bytes) and tup.kinds[i] == _BINARY:
+            out.append(table.renderers[i](table.binary_decoders[i](raw)).encode())
+        else:
+            out.append(raw)  # type: ignore[arg-type]
+    return out, patch
+
+
+def _hex(raw: bytes) -> bytes:
+    """Upper-case hex of a bytea's text form (hex or escape format)."""
+    if raw[:2] == b"\\x":
+        return raw[2:].upper()
+    return bytea_from_text(raw).hex().upper().encode()
+
+
+class _TableState:
+    """Per-Table rendering state (a new Relation message makes a new Table object)."""
+
+    __slots__ = ("empty_fields", "key_indexes", "key_mask", "kinds", "size", "table_part")
+
+    def __init__(self, table: Table, quote: Any, cd: bytes, dc: bytes) -> None:
+        kinds = tuple(_column_kind(c) for c in table.columns)
+        if dc == b".":
+            kinds = tuple(_BARE if k == _NUMBER else k for k in kinds)
+        self.kinds = kinds
+        self.size = len(table.columns)
+        self.key_indexes = table.key_indexes
+        self.key_mask = tuple(i in table.key_indexes for i in range(self.size))
+        self.empty_fields = [b""] * self.size
+        self.table_part = quote(table.schema) + cd + quote(table.name) + cd
+
+
+class IbmDelimitedEncoder(Encoder):
+    """Delimited Event Publishing messages, one per transaction (or segment)."""
+
+    name: ClassVar[str] = "ibm"
+
+    def __init__(self, options: FormatOptions | None = None) -> None:
+        super().__init__(options)
+        cfg = IbmSettings.from_settings(self.options.settings)
+        self.settings = cfg
+        self._cd = cfg.column_delimiter.encode()
+        self._rd = cfg.record_delimiter.encode()
+        self._q = cfg.string_delimiter.encode()
+        self._qq = self._q + self._q
+        self._dc = cfg.decimal_character.encode()
+        self._max = cfg.max_message_size
+        self._key = self.options.database.encode()
+        self._plan = self.quote(cfg.plan_name) if cfg.plan_name else b""
+        self._tables: dict[Table, _TableState] = {}
+        # The open transaction.
+        self._txn: tuple[int, int, int] | None = None
+        self._txn_part = b""
+        self._txn_tail = b""
+        self._heads: dict[tuple[Table, Op], bytes] = {}
+        # The pending segment.
+        self._buf = bytearray()
+        self._offsets: list[int] = []
+        self._first_ordinal: int | None = None
+        self._segment = 0
+        self.skipped_truncates = 0
+        """TRUNCATE changes seen and not published (the format has no such operation)."""
+
+    # ------------------------------------------------------------------ rendering
+
+    def quote(self, text: str | bytes) -> bytes:
+        """``text`` enclosed in the string delimiter, inner delimiters doubled."""
+        raw = text.encode() if isinstance(text, str) else text
+        q = self._q
+        return q + raw.replace(q, self._qq) + q
+
+    def _state(self, table: Table) -> _TableState:
+        state = self._tables.get(table)
+        if state is None:
+            state = self._tables[table] = _TableState(table, self.quote, self._cd, self._dc)
+        return state
+
+    def _open(self, xid: int, commit_lsn: int, commit_ts: int) -> list[EncodedMessage]:
+        """Start a transaction: compute the header fields it shares.
+
+        A change of another transaction without a commit in between means the previous
+        one ended (the stream keeps order; this only happens when a caller feeds bare
+        changes): its records are sent as complete first.
+        """
+        out = [self._emit(_SEG_FINAL)] if self._buf else []
+        self._txn = (xid, commit_lsn, commit_ts)
+        self._segment = 0
+        self._heads = {}
+        when = pg_ts_to_datetime(commit_ts)
+        cd = self._cd
+        q = self.quote
+        self._txn_part = (
+            RECORD_TYPE
+            + cd
+            + q(self.settings.identifier)
+            + cd
+            + q(when.strftime("%Y%j"))
+            + cd
+            + q(when.strftime("%H%M%S%f"))
+            + cd
+        )
+        self._txn_tail = (
+            cd
+            + q(format_transaction_id(xid))
+            + cd
+            + q(format_commit_lsn(commit_lsn))
+            + cd
+            + q(when.strftime("%Y-%m-%d-%H.%M.%S"))
+            + cd
+            + self._plan
+            + cd
+        )
+        return out
+
+    def _head(self, table: Table, state: _TableState, op: Op) -> bytes:
+        head = self._heads.get((table, op))
+        if head is None:
+            head = self._heads[(table, op)] = (
+                self._txn_part + state.table_part + self.quote(OPERATIONS[op]) + self._txn_tail
+            )
+        return head
+
+    def _render(
+        self,
+        state: _TableState,
+        image: Image,
+        fallback: list[bytes] | None,
+        missing: list[int],
+    ) -> list[bytes]:
+        """Render the fields of one image; ``missing`` collects unavailable columns' indexes."""
+        tup = image.tuple
+        values: Sequence[bytes | UnchangedToast | None] = tup.values
+        kinds = tup.kinds
+        patch: list[int] | None = None
+        if _UNCHANGED in kinds or _BINARY in kinds:
+            values, patch = _resolve(image)
+        q = self._q
+        qq = self._qq
+        dc = self._dc
+        out: list[bytes] = []
+        append = out.append
+        for kind, raw in zip(state.kinds, values, strict=True):
+            if raw is None:
+                append(b"")
+            elif kind == _QUOTED:
+                append(q + raw.replace(q, qq) + q)  # type: ignore[union-attr]
+            elif kind == _BARE:
+                append(raw)  # type: ignore[arg-type]
+            elif kind == _BOOL:
+                append(b"1" if raw == b"t" else b"0")
+            elif kind == _NUMBER:
+                append(raw.replace(b".", dc))  # type: ignore[union-attr]
+            else:
+                append(q + _hex(raw) + q)  # type: ignore[arg-type]
+        if patch:
+            for i in patch:
+                if fallback is not None and fallback[i]:
+                    out[i] = fallback[i]
+                else:
+                    missing.append(i)
+        if image.key_only:
+            return [f if key else b"" for f, key in zip(out, state.key_mask, strict=True)]
+        return out
+
+    def record(self, event: ChangeEvent) -> tuple[bytes, int] | None:
+        """Render ``event``'s record and its segment number's offset (None: skipped)."""
+        op = event.op
+        if op is Op.TRUNCATE:
+            return None
+        table = event.table
+        state = self._state(table)
+        cd = self._cd
+        missing: list[int] = []
+        before = event.before
+        after = event.after
+        before_fields = self._render(state, before, None, missing) if before is not None else None
+        first_missing = len(missing)
+        if after is not None:
+            fallback = before_fields if before is not None and not before.key_only else None
+            after_fields = self._render(state, after, fallback, missing)
+            if op is Op.UPDATE and before_fields is None:
+                before_fields = [
+                    f if key else b"" for f, key in zip(after_fields, state.key_mask, strict=True)
+                ]
+        else:
+            after_fields = state.empty_fields
+        body = cd.join((before_fields or state.empty_fields) + after_fields)
+        head = self._head(table, state, op)
+        if missing:
+            where = "B" if first_missing else "A"
+            flagged = f"{self.settings.identifier}-INVALID-COLUMN-{missing[0] + 1:03d}{where}-NULL"
+            head = head.replace(self.quote(self.settings.identifier), self.quote(flagged), 1)
+        if not state.size:  # no values: no separator after the header
+            return head + _SEG_FINAL + self._rd, len(head)
+        return head + _SEG_FINAL + cd + body + self._rd, len(head)
+
+    # ------------------------------------------------------------------ stream
+
+    def _emit(self, segment: bytes) -> EncodedMessage:
+        """Turn the pending segment into a message numbered ``segment``; reset the buffer."""
+        buf = self._buf
+        if segment != _SEG_FINAL:
+            for offset in self._offsets:
+                buf[offset : offset + 4] = segment
+        txn = self._txn
+        message = EncodedMessage(
+            bytes(buf),
+            self._key,
+            "transaction",
+            None,
+            None,
+            txn[1] if txn else None,
+            txn[0] if txn else None,
+            self._first_ordinal,
+        )
+        self._buf = bytearray()
+        self._offsets = []
+        self._first_ordinal = None
+        return message
+
+    def _next_segment(self) -> bytes:
+        self._segment = self._segment % 9999 + 1
+        return b"%04d" % self._segment
+
+    def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:
+        """Open the transaction's message."""
+        return self._open(begin.xid, begin.commit_lsn, begin.commit_ts)
+
+    def change(self, event: ChangeEvent) -> list[EncodedMessage]:
+        """Append the change's record; returns a full segment when one overflows."""
+        txn = self._txn
+        if (
+            txn is None
+            or txn[0] != event.xid
+            or txn[1] != event.commit_lsn
+            or txn[2] != event.commit_ts
+        ):
+            out = self._open(event.xid, event.commit_lsn, event.commit_ts)
+        else:
+            out = []
+        made = self.record(event)
+        if made is None:
+            self.skipped_truncates += 1
+            return out
+        record, seg_offset = made
+        buf = self._buf
+        if buf and len(buf) + len(record) > self._max:
+            out.append(self._emit(self._next_segment()))
+            buf = self._buf
+        if self._first_ordinal is None:
+            self._first_ordinal = event.ordinal
+        self._offsets.append(len(buf) + seg_offset)
+        buf += record
+        return out
+
+    def commit(self, commit: TransactionCommit) -> list[EncodedMessage]:  # noqa: ARG002
+        """Send the last (or only) segment, numbered ``0000``."""
+        out = [self._emit(_SEG_FINAL)] if self._buf else []
+        self._txn = None
+        self._heads = {}
+        return out
+
+    def flush(self) -> list[EncodedMessage]:
+        """Send pending records as a non-final segment (the transaction is incomplete)."""
+        if not self._buf:
+            return []
+        return [self._emit(self._next_segment())]
+
+    def frame_for_tail(self, message: EncodedMessage) -> bytes:
+        """Print the records as they are: each already ends with the record delimiter."""
+        return message.value
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def split_records(
+    data: bytes | str,
+    *,
+    column_delimiter: str = ",",
+    record_delimiter: str = "\n",
+    string_delimiter: str = '"',
+) -> Iterator[list[str | None]]:
+    """Parse delimited records: per record, its fields (None for an empty field).
+
+    Quoted fields come back without their delimiters and with doubled delimiters
+    undone; record delimiters inside quotes belong to the value. A quoted empty string
+    is ``""`` (an empty str), an empty field None (NULL).
+    """
+    text = data.decode() if isinstance(data, bytes) else data
+    cd, rd, q = column_delimiter, record_delimiter, string_delimiter
+    n = len(text)
+    fields: list[str | None] = []
+    i = 0
+    while i < n:
+        if text[i] == q:
+            parts = []
+            i += 1
+            while True:
+                j = text.find(q, i)
+                if j < 0:
+                    raise ValueError(f"unterminated quoted field at offset {i - 1}")
+                parts.append(text[i:j])
+                i = j + 1
+                if i < n and text[i] == q:
+                    parts.append(q)
+                    i += 1
+                    continue
+                break
+            fields.append("".join(parts))
+        else:
+            j = i
+            while j < n and text[j] != cd and text[j] != rd:
+                j += 1
+            fields.append(text[i:j] or None)
+            i = j
+        if i >= n:
+            break
+        char = text[i]
+        i += 1
+        if char == rd:
+            yield fields
+            fields = []
+        elif char == cd:
+            if i >= n:
+                fields.append(None)
+                break
+        else:
+            raise ValueError(f"unexpected {char!r} after a quoted field at offset {i - 1}")
+    if fields:
+        yield fields
