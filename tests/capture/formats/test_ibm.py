@@ -1,0 +1,788 @@
+"""``ibm``: IBM Q Replication Event Publishing delimited messages."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import struct
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from capture.errors import ConfigError
+from capture.events import (
+    ChangeEvent,
+    Image,
+    Op,
+    Table,
+    TransactionBegin,
+    TransactionCommit,
+    pg_ts_to_datetime,
+)
+from capture.formats import FormatOptions, encoder_for
+from capture.formats.ibm import (
+    HEADER_FIELDS,
+    IbmDelimitedEncoder,
+    format_commit_lsn,
+    format_transaction_id,
+    layout_record,
+    parse_commit_lsn,
+    parse_transaction_id,
+    split_records,
+)
+from capture.lsn import parse_lsn
+from capture.pgoutput.decoder import PgOutputDecoder
+from capture.pgoutput.messages import UNCHANGED_TOAST, TupleData
+from capture.relcache import RelationCache
+from capture.teststream import (
+    TYPE_OIDS,
+    build_tables,
+    generate,
+    produce,
+    relation_message,
+    table_specs,
+)
+from tests.support.events import commit_ts
+
+GOLDEN = Path(__file__).resolve().parents[2] / "data" / "formats" / "ibm"
+WHEN = dt.datetime(2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC)
+TS = commit_ts(WHEN)
+LSN = parse_lsn("0/16B3748")
+NUMERIC_12_2 = ((12 << 16) | 2) + 4
+_next_relid = [50000]
+
+
+def make(
+    columns: list[tuple[str, str, bool]],
+    identity: str = "d",
+    name: str = "orders",
+    schema: str = "public",
+    typmods: dict[str, int] | None = None,
+) -> Table:
+    """A real Table: Relation bytes through the decoder and RelationCache."""
+    _next_relid[0] += 1
+    full = identity == "f"
+    data = relation_message(
+        _next_relid[0],
+        schema,
+        name,
+        identity,
+        [
+            (col, TYPE_OIDS[typ], (typmods or {}).get(col, -1), full or key)
+            for col, typ, key in columns
+        ],
+    )
+    message = PgOutputDecoder(1).decode(data)
+    keys = {name: tuple(c for c, _, k in columns if k)} if full else {}
+    cache = RelationCache(key_resolver=lambda _o, _s, t: keys.get(t))
+    return cache.apply_relation(message)  # type: ignore[arg-type]
+
+
+def img(table: Table, values: dict, *, key_only: bool = False, binary: set[str] = frozenset()):
+    raw, kinds = [], bytearray()
+    for col in table.columns:
+        v = values.get(col.name)
+        if v is None:
+            raw.append(None)
+            kinds.append(ord("n"))
+        elif v is UNCHANGED_TOAST:
+            raw.append(UNCHANGED_TOAST)
+            kinds.append(ord("u"))
+        elif col.name in binary:
+            raw.append(v)
+            kinds.append(ord("b"))
+        else:
+            raw.append(v.encode())
+            kinds.append(ord("t"))
+    return Image(table, TupleData(bytes(kinds), tuple(raw)), key_only=key_only)
+
+
+def ev(op, table, before=None, after=None, *, key_only=False, ordinal=1, xid=700, lsn=LSN, ts=TS):
+    return ChangeEvent(
+        op,
+        table,
+        img(table, before, key_only=key_only) if before is not None else None,
+        img(table, after) if after is not None else None,
+        xid,
+        lsn,
+        ts,
+        ordinal,
+    )
+
+
+def encode_txn(encoder, events, *, xid=700, lsn=LSN, ts=TS):
+    out = encoder.begin(TransactionBegin(xid, lsn, ts, len(events)))
+    for e in events:
+        out += encoder.change(e)
+    out += encoder.commit(TransactionCommit(xid, lsn, lsn + 56, ts, len(events)))
+    return out
+
+
+def records(message_value: bytes, **delims) -> list[list[str | None]]:
+    return list(split_records(message_value, **delims))
+
+
+ORDERS = [("id", "int8", True), ("note", "text", False), ("amount", "numeric", False)]
+
+
+# --------------------------------------------------------------------------- header
+
+
+def test_insert_record_matches_the_documented_layout() -> None:
+    table = make(ORDERS)
+    [message] = encode_txn(
+        IbmDelimitedEncoder(),
+        [ev(Op.INSERT, table, after={"id": "1", "note": "hi", "amount": "9.50"})],
+    )
+    assert message.value == (
+        b'10,"IBM","2024123","181729123456","public","orders","ISRT",'
+        b'"0000:0000:0000:0000:0000:02bc","0000:0000:0000:0000:0000:0000:016b:3748",'
+        b'"2024-05-02-18.17.29",,0000,,,,1,"hi",9.50\n'
+    )
+    assert message.key == b"postgres"
+    assert message.kind == "transaction"
+    assert (message.commit_lsn, message.xid, message.ordinal) == (LSN, 700, 1)
+    assert (message.schema, message.table) == (None, None)
+
+
+def test_header_has_twelve_fields_then_before_and_after_values() -> None:
+    table = make(ORDERS)
+    [message] = encode_txn(
+        IbmDelimitedEncoder(),
+        [
+            ev(
+                Op.UPDATE,
+                table,
+                {"id": "1", "note": "a", "amount": "1"},
+                {"id": "1", "note": "b", "amount": "2"},
+            )
+        ],
+    )
+    [fields] = records(message.value)
+    assert len(fields) == len(HEADER_FIELDS) + 2 * 3 == layout_record(table)["field_count"]
+    header = dict(zip(HEADER_FIELDS, fields[:12], strict=True))
+    assert header == {
+        "type": "10",
+        "identifier": "IBM",
+        "date": "2024123",
+        "time": "181729123456",
+        "table_owner": "public",
+        "table_name": "orders",
+        "operation": "REPL",
+        "transaction_identifier": "0000:0000:0000:0000:0000:02bc",
+        "commit_lsn": "0000:0000:0000:0000:0000:0000:016b:3748",
+        "commit_time": "2024-05-02-18.17.29",
+        "plan_name": None,
+        "segment_number": "0000",
+    }
+    assert fields[12:] == ["1", "a", "1", "1", "b", "2"]
+
+
+@pytest.mark.parametrize(
+    ("when", "date", "time"),
+    [
+        (dt.datetime(2007, 8, 6, 0, 0, 0, tzinfo=dt.UTC), "2007218", "000000000000"),
+        (dt.datetime(2024, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC), "2024366", "235959999999"),
+        (dt.datetime(2000, 1, 1, 0, 0, 1, 5, tzinfo=dt.UTC), "2000001", "000001000005"),
+    ],
+)
+def test_date_and_time_are_the_commit_time(when: dt.datetime, date: str, time: str) -> None:
+    table = make(ORDERS)
+    ts = commit_ts(when)
+    [message] = encode_txn(
+        IbmDelimitedEncoder(), [ev(Op.INSERT, table, after={"id": "1"}, ts=ts)], ts=ts
+    )
+    fields = records(message.value)[0]
+    assert fields[2:4] == [date, time]
+    assert fields[9] == when.strftime("%Y-%m-%d-%H.%M.%S")
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_transaction_identifier_round_trips(xid: int) -> None:
+    text = format_transaction_id(xid)
+    assert len(text) == 29
+    assert text.count(":") == 5
+    assert parse_transaction_id(text) == xid
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))
+def test_commit_lsn_round_trips_and_sorts_like_the_lsn(a: int, b: int) -> None:
+    ta, tb = format_commit_lsn(a), format_commit_lsn(b)
+    assert len(ta) == 39
+    assert ta.count(":") == 7
+    assert parse_commit_lsn(ta) == a
+    assert (ta < tb) == (a < b)
+
+
+def test_commit_lsn_groups_are_the_lsn_halves() -> None:
+    assert format_commit_lsn(parse_lsn("1A/2B")) == "0000:0000:0000:0000:0000:001a:0000:002b"
+    assert format_transaction_id(700) == "0000:0000:0000:0000:0000:02bc"
+
+
+def test_identifier_and_plan_name_settings() -> None:
+    table = make(ORDERS)
+    enc = IbmDelimitedEncoder(
+        FormatOptions(settings={"ibm.identifier": 'WAL"CAST', "ibm.plan_name": "ASNQCAP"})
+    )
+    [message] = encode_txn(enc, [ev(Op.INSERT, table, after={"id": "1"})])
+    assert b'"WAL""CAST"' in message.value
+    assert records(message.value)[0][1] == 'WAL"CAST'
+    assert records(message.value)[0][10] == "ASNQCAP"
+
+
+def test_owner_and_table_names_are_quoted_and_escaped() -> None:
+    table = make(ORDERS, schema='we"ird', name="a,b")
+    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.INSERT, table, after={"id": "1"})])
+    assert records(message.value)[0][4:6] == ['we"ird', "a,b"]
+
+
+# --------------------------------------------------------------------------- values
+
+ALL = [
+    ("id", "int8", True),
+    ("i2", "int2", False),
+    ("i4", "int4", False),
+    ("num", "numeric", False),
+    ("f4", "float4", False),
+    ("f8", "float8", False),
+    ("flag", "bool", False),
+    ("txt", "text", False),
+    ("vc", "varchar", False),
+    ("ch", "bpchar", False),
+    ("blob", "bytea", False),
+    ("d", "date", False),
+    ("t", "time", False),
+    ("ttz", "timetz", False),
+    ("ts", "timestamp", False),
+    ("tstz", "timestamptz", False),
+    ("iv", "interval", False),
+    ("u", "uuid", False),
+    ("j", "json", False),
+    ("jb", "jsonb", False),
+    ("ip", "inet", False),
+    ("arr", "_text", False),
+    ("m", "money", False),
+]
+VALUES = {
+    "id": "-9223372036854775808",
+    "i2": "-32768",
+    "i4": "2147483647",
+    "num": "-12345678901234567890.0000000001",
+    "f4": "1.5e+20",
+    "f8": "-Infinity",
+    "flag": "t",
+    "txt": 'quote " comma , newline \n semicolon ; pipe | tab \t backslash \\ done',
+    "vc": "",
+    "ch": "ab   ",
+    "blob": "\\x00ff0010",
+    "d": "0044-03-15 BC",
+    "t": "24:00:00",
+    "ttz": "12:00:01.5+05:30",
+    "ts": "infinity",
+    "tstz": "2024-05-02 18:17:29.123456+00",
+    "iv": "1 year 2 mons 3 days 04:05:06.789",
+    "u": "cc22af58-be65-41cc-be24-34e37af027bc",
+    "j": '{"a": [1, "x,y"], "b": "say \\"hi\\""}',
+    "jb": '{"k": "v"}',
+    "ip": "10.0.0.1/8",
+    "arr": '{"a b",NULL,"c,d","e\\"f"}',
+    "m": "$1,234.50",
+}
+EXPECTED = {
+    "id": "-9223372036854775808",
+    "i2": "-32768",
+    "i4": "2147483647",
+    "num": "-12345678901234567890.0000000001",
+    "f4": "1.5e+20",
+    "f8": "-Infinity",
+    "flag": "1",
+    "blob": "00FF0010",
+}
+
+
+def test_every_family_renders_as_documented_and_round_trips() -> None:
+    table = make(ALL)
+    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.INSERT, table, after=VALUES)])
+    [fields] = records(message.value)
+    after = dict(zip([c for c, _, _ in ALL], fields[12 + len(ALL) :], strict=True))
+    assert fields[12 : 12 + len(ALL)] == [None] * len(ALL)
+    for name, value in VALUES.items():
+        assert after[name] == EXPECTED.get(name, value), name
+    text = message.value.decode()
+    assert ",-9223372036854775808," in text  # numerics bare
+    assert ',-Infinity,1,"quote "" comma' in text  # bool bare, quotes doubled
+    assert ',"","ab   ","00FF0010","0044-03-15 BC","24:00:00",' in text
+
+
+def test_null_is_an_empty_field_and_empty_string_is_two_delimiters() -> None:
+    table = make(
+        [("id", "int8", True), ("a", "text", False), ("b", "bytea", False), ("n", "int4", False)]
+    )
+    [message] = encode_txn(
+        IbmDelimitedEncoder(), [ev(Op.INSERT, table, after={"id": "1", "a": "", "b": "\\x"})]
+    )
+    assert message.value.endswith(b',0000,,,,,1,"","",\n')
+    assert records(message.value)[0][-4:] == ["1", "", "", None]
+
+
+def test_decimal_character_and_custom_delimiters() -> None:
+    table = make(ALL)
+    settings = {
+        "ibm.column_delimiter": "|",
+        "ibm.record_delimiter": "\\x1e",
+        "ibm.string_delimiter": "'",
+        "ibm.decimal_character": ",",
+    }
+    enc = IbmDelimitedEncoder(FormatOptions(settings=settings))
+    values = dict(VALUES, txt="it's | a ' test,\x1e", f8="0.5")
+    [message] = encode_txn(enc, [ev(Op.INSERT, table, after=values)])
+    assert message.value.endswith(b"\x1e")
+    parsed = records(
+        message.value, column_delimiter="|", record_delimiter="\x1e", string_delimiter="'"
+    )
+    assert len(parsed) == 1
+    after = dict(zip([c for c, _, _ in ALL], parsed[0][12 + len(ALL) :], strict=True))
+    assert after["txt"] == "it's | a ' test,\x1e"
+    assert after["num"] == "-12345678901234567890,0000000001"
+    assert after["f8"] == "0,5"
+    assert after["f4"] == "1,5e+20"
+    assert after["id"] == "-9223372036854775808"  # integers have no decimal point
+    assert parsed[0][0:2] == ["10", "IBM"]
+
+
+def test_binary_mode_values_render_like_text_mode() -> None:
+    table = make(
+        [
+            ("id", "int4", True),
+            ("flag", "bool", False),
+            ("note", "text", False),
+            ("b", "bytea", False),
+        ]
+    )
+    text = ev(Op.INSERT, table, after={"id": "7", "flag": "f", "note": "x", "b": "\\x0001"})
+    binary = ChangeEvent(
+        Op.INSERT,
+        table,
+        None,
+        img(
+            table,
+            {"id": struct.pack(">i", 7), "flag": b"\x00", "note": b"x", "b": b"\x00\x01"},
+            binary={"id", "flag", "note", "b"},
+        ),
+        700,
+        LSN,
+        TS,
+        1,
+    )
+    [a] = encode_txn(IbmDelimitedEncoder(), [text])
+    [b] = encode_txn(IbmDelimitedEncoder(), [binary])
+    assert a.value == b.value
+
+
+# --------------------------------------------------------------------------- images
+
+
+def test_insert_and_delete_leave_the_other_image_empty() -> None:
+    table = make(ORDERS, identity="f")
+    row = {"id": "1", "note": "n", "amount": "2.00"}
+    [message] = encode_txn(
+        IbmDelimitedEncoder(),
+        [ev(Op.INSERT, table, after=row), ev(Op.DELETE, table, before=row, ordinal=2)],
+    )
+    ins, dele = records(message.value)
+    assert ins[6] == "ISRT"
+    assert ins[12:] == [None, None, None, "1", "n", "2.00"]
+    assert dele[6] == "DLET"
+    assert dele[12:] == ["1", "n", "2.00", None, None, None]
+
+
+def test_default_identity_update_without_old_image_repeats_the_key_only() -> None:
+    table = make(ORDERS)
+    [message] = encode_txn(
+        IbmDelimitedEncoder(),
+        [ev(Op.UPDATE, table, after={"id": "5", "note": "new", "amount": "1.00"})],
+    )
+    assert records(message.value)[0][12:] == ["5", None, None, "5", "new", "1.00"]
+
+
+def test_key_only_old_image_gives_key_values_only() -> None:
+    table = make(ORDERS)
+    upd = ev(Op.UPDATE, table, {"id": "5"}, {"id": "6", "note": "x", "amount": "1"}, key_only=True)
+    dele = ev(Op.DELETE, table, {"id": "6"}, key_only=True, ordinal=2)
+    [message] = encode_txn(IbmDelimitedEncoder(), [upd, dele])
+    first, second = records(message.value)
+    assert first[12:] == ["5", None, None, "6", "x", "1"]
+    assert second[12:] == ["6", None, None, None, None, None]
+
+
+def test_full_identity_update_carries_the_whole_old_row() -> None:
+    table = make(ORDERS, identity="f")
+    [message] = encode_txn(
+        IbmDelimitedEncoder(),
+        [
+            ev(
+                Op.UPDATE,
+                table,
+                {"id": "1", "note": None, "amount": "1"},
+                {"id": "1", "note": "x", "amount": "2"},
+            )
+        ],
+    )
+    assert records(message.value)[0][12:] == ["1", None, "1", "1", "x", "2"]
+
+
+def test_unchanged_toast_is_copied_from_a_full_old_row() -> None:
+    table = make(ORDERS, identity="f")
+    big = "x" * 3000
+    before = {"id": "1", "note": big, "amount": "1"}
+    after = {"id": "1", "note": UNCHANGED_TOAST, "amount": "2"}
+    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.UPDATE, table, before, after)])
+    fields = records(message.value)[0]
+    assert fields[1] == "IBM"
+    assert fields[12:] == ["1", big, "1", "1", big, "2"]
+
+
+def test_unchanged_toast_without_old_value_is_empty_and_flagged() -> None:
+    table = make(ORDERS)
+    after = {"id": "1", "note": UNCHANGED_TOAST, "amount": "2"}
+    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.UPDATE, table, after=after)])
+    fields = records(message.value)[0]
+    assert fields[1] == "IBM-INVALID-COLUMN-002A-NULL"
+    assert fields[12:] == ["1", None, None, "1", None, "2"]
+    custom = IbmDelimitedEncoder(FormatOptions(settings={"ibm.identifier": "PG"}))
+    [message] = encode_txn(custom, [ev(Op.UPDATE, table, after=after)])
+    assert records(message.value)[0][1] == "PG-INVALID-COLUMN-002A-NULL"
+
+
+def test_truncate_is_skipped_and_counted() -> None:
+    table = make(ORDERS)
+    enc = IbmDelimitedEncoder()
+    truncate = ChangeEvent(Op.TRUNCATE, table, None, None, 700, LSN, TS, 1)
+    assert encode_txn(enc, [truncate]) == []
+    assert enc.skipped_truncates == 1
+    [message] = encode_txn(enc, [truncate, ev(Op.INSERT, table, after={"id": "1"}, ordinal=2)])
+    assert len(records(message.value)) == 1
+    assert message.ordinal == 2
+
+
+# --------------------------------------------------------------------------- segments
+
+
+def _big_txn(table: Table, n: int) -> list[ChangeEvent]:
+    return [
+        ev(
+            Op.INSERT,
+            table,
+            after={"id": str(i), "note": "n" * (i % 50), "amount": "1.00"},
+            ordinal=i,
+        )
+        for i in range(1, n + 1)
+    ]
+
+
+def test_a_transaction_that_fits_is_one_message_numbered_0000() -> None:
+    table = make(ORDERS)
+    messages = encode_txn(IbmDelimitedEncoder(), _big_txn(table, 20))
+    assert len(messages) == 1
+    assert {r[11] for r in records(messages[0].value)} == {"0000"}
+
+
+@pytest.mark.parametrize("limit", [256, 1000, 4096])
+def test_large_transactions_are_segmented_at_record_boundaries(limit: int) -> None:
+    table = make(ORDERS)
+    events = _big_txn(table, 200)
+    whole = b"".join(m.value for m in encode_txn(IbmDelimitedEncoder(), events))
+    enc = IbmDelimitedEncoder(FormatOptions(settings={"ibm.max_message_size": str(limit)}))
+    messages = []
+    for e in events:
+        got = enc.change(e)
+        messages += got
+        assert len(enc._buf) <= limit  # at most one pending segment, below the limit
+    messages += enc.commit(TransactionCommit(700, LSN, LSN + 56, TS, len(events)))
+    assert len(messages) > 1
+    numbers = []
+    for message in messages:
+        assert len(message.value) <= limit
+        segs = {r[11] for r in records(message.value)}
+        assert len(segs) == 1
+        numbers.append(segs.pop())
+    assert numbers == [f"{i:04d}" for i in range(1, len(messages))] + ["0000"]
+    # Same records, in order; only the segment numbers differ.
+    rebuilt = [r[:11] + r[12:] for m in messages for r in records(m.value)]
+    assert rebuilt == [r[:11] + r[12:] for r in records(whole)]
+    ordinals = [m.ordinal for m in messages]
+    assert ordinals[0] == 1
+    assert ordinals == sorted(ordinals)
+
+
+def test_a_record_larger_than_the_limit_travels_alone() -> None:
+    table = make(ORDERS)
+    enc = IbmDelimitedEncoder(FormatOptions(settings={"ibm.max_message_size": "256"}))
+    events = [
+        ev(Op.INSERT, table, after={"id": "1"}, ordinal=1),
+        ev(Op.INSERT, table, after={"id": "2", "note": "x" * 1000}, ordinal=2),
+        ev(Op.INSERT, table, after={"id": "3"}, ordinal=3),
+    ]
+    messages = encode_txn(enc, events)
+    assert [len(records(m.value)) for m in messages] == [1, 1, 1]
+    assert len(messages[1].value) > 256
+    assert [records(m.value)[0][11] for m in messages] == ["0001", "0002", "0000"]
+
+
+def test_segment_numbers_wrap_after_9999_and_never_reuse_0000() -> None:
+    enc = IbmDelimitedEncoder()
+    enc._segment = 9998
+    assert enc._next_segment() == b"9999"
+    assert enc._next_segment() == b"0001"
+
+
+def test_flush_sends_pending_records_as_a_non_final_segment() -> None:
+    table = make(ORDERS)
+    enc = IbmDelimitedEncoder()
+    enc.begin(TransactionBegin(700, LSN, TS, 3))
+    assert enc.change(ev(Op.INSERT, table, after={"id": "1"})) == []
+    [message] = enc.flush()
+    assert records(message.value)[0][11] == "0001"
+    assert enc.flush() == []
+
+
+def test_empty_transaction_sends_nothing() -> None:
+    assert encode_txn(IbmDelimitedEncoder(), []) == []
+
+
+def test_changes_without_begin_and_commit_are_grouped_per_transaction() -> None:
+    table = make(ORDERS)
+    enc = IbmDelimitedEncoder()
+    assert enc.change(ev(Op.INSERT, table, after={"id": "1"}, xid=1, lsn=100)) == []
+    [first] = enc.change(ev(Op.INSERT, table, after={"id": "2"}, xid=2, lsn=200))
+    assert first.xid == 1
+    assert records(first.value)[0][11] == "0000"
+
+
+def test_frame_for_tail_prints_one_line_per_record() -> None:
+    table = make(ORDERS)
+    enc = IbmDelimitedEncoder()
+    [message] = encode_txn(enc, _big_txn(table, 5))
+    framed = enc.frame_for_tail(message)
+    assert framed == message.value
+    assert len(framed.decode().splitlines()) == 5
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("ibm.column_delimiter", "a", "alphanumeric"),
+        ("ibm.column_delimiter", "7", "alphanumeric"),
+        ("ibm.string_delimiter", ",", "different"),
+        ("ibm.decimal_character", "\\n", "different"),
+        ("ibm.record_delimiter", ";;", "single character"),
+        ("ibm.record_delimiter", "", "single character"),
+        ("ibm.column_delimiter", "§", "ASCII"),
+        ("ibm.column_delimiter", "-", "+ or -"),
+        ("ibm.decimal_character", "+", "+ or -"),
+        ("ibm.column_delimiter", "\\xZZ", "escape"),
+        ("ibm.max_message_size", "10", "minimum"),
+        ("ibm.max_message_size", "lots", "number of bytes"),
+        ("ibm.identifier", "", "empty"),
+        ("ibm.colum_delimiter", ";", "unknown setting"),
+    ],
+)
+def test_bad_settings_name_the_setting(key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        encoder_for("ibm", FormatOptions(settings={key: value}))
+    assert key in str(info.value)
+
+
+def test_settings_of_other_formats_are_ignored_and_escapes_accepted() -> None:
+    enc = IbmDelimitedEncoder(
+        FormatOptions(
+            settings={"canal.x": "1", "ibm.column_delimiter": "\\t", "ibm.max_message_size": 4096}
+        )
+    )
+    assert enc.settings.column_delimiter == "\t"
+    assert enc.settings.max_message_size == 4096
+
+
+def test_registry_name() -> None:
+    assert isinstance(encoder_for("ibm"), IbmDelimitedEncoder)
+    assert IbmDelimitedEncoder.binary_output is False
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def test_layout_record_describes_the_fields() -> None:
+    table = make(
+        [("id", "int8", True), ("amount", "numeric", False), ("code", "varchar", False)],
+        typmods={"amount": NUMERIC_12_2, "code": 24},
+    )
+    layout = layout_record(table)
+    assert layout["schema"] == "public"
+    assert layout["table"] == "orders"
+    assert layout["relation_id"] == table.relation_id
+    assert layout["replica_identity"] == "default"
+    assert layout["primary_key"] == ["id"]
+    assert layout["field_count"] == 12 + 6
+    assert [c["name"] for c in layout["columns"]] == ["id", "amount", "code"]
+    assert [c["declared_type"] for c in layout["columns"]] == [
+        "int8",
+        "numeric(12,2)",
+        "varchar(20)",
+    ]
+    assert [c["rendering"] for c in layout["columns"]] == ["bare", "number", "quoted"]
+    assert [c["key"] for c in layout["columns"]] == [True, False, False]
+
+
+def test_layout_version_is_stable_and_changes_with_the_layout() -> None:
+    a = layout_record(make(ORDERS))
+    b = layout_record(make(ORDERS))
+    c = layout_record(make([*ORDERS, ("extra", "text", False)]))
+    d = layout_record(make(ORDERS, identity="f"))
+    assert a["version"] == b["version"]
+    assert a["relation_id"] != b["relation_id"]
+    assert len({a["version"], c["version"], d["version"]}) == 3
+
+
+# --------------------------------------------------------------------------- streams
+
+
+def _expected_field(kind: str, text: str | None) -> str | None:
+    if text is None:
+        return None
+    if kind == "bool":
+        return "1" if text == "t" else "0"
+    if kind == "bytea":
+        return text[2:].upper()
+    return text
+
+
+def test_synthetic_stream_round_trips_record_by_record() -> None:
+    encoder = IbmDelimitedEncoder()
+    events: dict[tuple[int, int], ChangeEvent] = {}
+    messages = []
+
+    items = list(generate(3000, seed=11, tables=8))
+    for item in items:
+        if isinstance(item, ChangeEvent):
+            events[(item.commit_lsn, item.ordinal)] = item
+    produce(encoder, iter(items), messages.append)
+    seen = 0
+    position: dict[int, int] = {}
+    for message in messages:
+        for fields in records(message.value):
+            lsn = parse_commit_lsn(fields[8])
+            position[lsn] = position.get(lsn, 0) + 1
+            event = events[(lsn, position[lsn])]
+            seen += 1
+            table = event.table
+            n = len(table.columns)
+            assert fields[4:7] == [
+                table.schema,
+                table.name,
+                {"insert": "ISRT", "update": "REPL", "delete": "DLET"}[event.op],
+            ]
+            assert parse_transaction_id(fields[7]) == event.xid
+            assert fields[9] == pg_ts_to_datetime(event.commit_ts).strftime("%Y-%m-%d-%H.%M.%S")
+            after = event.after
+            before = event.before
+            for i, col in enumerate(table.columns):
+                kind = col.type_name
+                got_after = fields[12 + n + i]
+                got_before = fields[12 + i]
+                if after is None:
+                    assert got_after is None
+                else:
+                    value = after.text(i)
+                    if value is UNCHANGED_TOAST:
+                        value = (
+                            before.text(i) if before is not None and not before.key_only else None
+                        )
+                    assert got_after == _expected_field(kind, value), (col.name, event)
+                if before is None:
+                    expected = (
+                        after.text(i) if event.op is Op.UPDATE and i in table.key_indexes else None
+                    )
+                    assert got_before == _expected_field(kind, expected)
+                elif before.key_only and i not in table.key_indexes:
+                    assert got_before is None
+                else:
+                    assert got_before == _expected_field(kind, before.text(i))
+    assert seen == len(events)
+
+
+def test_golden_stream() -> None:
+    """A fixed synthetic stream, byte for byte (WALCAST_UPDATE_GOLDEN=1 rewrites it)."""
+    path = GOLDEN / "stream-seed7-count60-tables8.txt"
+    encoder = IbmDelimitedEncoder(FormatOptions(database="shop"))
+    out: list[bytes] = []
+    produce(
+        encoder, generate(60, seed=7, tables=8), lambda m: out.append(encoder.frame_for_tail(m))
+    )
+    data = b"".join(out)
+    if os.environ.get("WALCAST_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    assert data == path.read_bytes()
+
+
+# --------------------------------------------------------------------------- documentation
+
+LAYOUT_JSON = Path(__file__).resolve().parents[3] / "schemas" / "ibm-delimited.layout.json"
+
+
+def test_machine_readable_layout_matches_the_encoder() -> None:
+    doc = json.loads(LAYOUT_JSON.read_text())
+    assert [h["name"] for h in doc["header"]] == list(HEADER_FIELDS)
+    table = make(ALL)
+    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.UPDATE, table, after=VALUES)])
+    [fields] = records(message.value)
+    for spec, value in zip(doc["header"], fields[:12], strict=True):
+        if value is not None:
+            assert re.fullmatch(spec["pattern"], value), (spec["name"], value)
+    text = message.value.decode()
+    assert text.startswith('10,"IBM",')  # type bare, identifier quoted
+    layout = layout_record(table)
+    jsonschema.Draft202012Validator(doc["layout_record"]).validate(layout)
+    renderings = doc["type_renderings"]
+    for column in layout["columns"]:
+        expected = (
+            renderings.get(column["type"])
+            or renderings["_*" if column["type"].startswith("_") else "*"]
+        )
+        assert column["rendering"] == expected, column
+    settings = {
+        d["setting"]: d["default"]
+        for k, d in doc["delimiters"].items()
+        if k != "rules" and isinstance(d, dict) and "setting" in d
+    }
+    enc = IbmDelimitedEncoder()
+    for setting, default in settings.items():
+        assert getattr(enc.settings, setting.removeprefix("ibm.")) == default
+    assert doc["message"]["segmentation"]["default_bytes"] == enc.settings.max_message_size
+
+
+def test_layout_record_of_synthetic_tables_validates() -> None:
+    doc = json.loads(LAYOUT_JSON.read_text())
+    validator = jsonschema.Draft202012Validator(doc["layout_record"])
+    for table in build_tables(table_specs(8)):
+        validator.validate(layout_record(table))
+
+
+def test_zero_column_tables_and_escape_format_bytea() -> None:
+    empty = make([])
+    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.INSERT, empty, after={})])
+    assert message.value.endswith(b",,0000\n")
+    assert len(records(message.value)[0]) == 12 == layout_record(empty)["field_count"]
+    table = make([("id", "int8", True), ("b", "bytea", False)])
+    [message] = encode_txn(
+        IbmDelimitedEncoder(), [ev(Op.INSERT, table, after={"id": "1", "b": "a\\000\\\\"})]
+    )
+    assert records(message.value)[0][-1] == "61005C"
