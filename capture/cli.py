@@ -155,6 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--schema-topic", help="topic for table layouts ('' disables)")
     run.add_argument(
+        "--producer-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka producer setting, e.g. compression.type=zstd (repeatable)",
+    )
+    run.add_argument(
         "--format-option",
         action="append",
         default=[],
@@ -199,7 +206,10 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
             "create_publication": args.create_publication,
             "publish_tables": args.publish_tables,
         },
-        "kafka": {"bootstrap_servers": args.bootstrap_servers},
+        "kafka": {
+            "bootstrap_servers": args.bootstrap_servers,
+            "producer": _format_settings(args.producer_option) or None,
+        },
         "daemon": {
             "metrics_port": args.metrics_port,
             "heartbeat_interval": args.heartbeat_interval,

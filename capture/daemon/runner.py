@@ -110,6 +110,7 @@ class Daemon:
         self._last_refresh = 0.0
         self._acked = 0
         self._last_commit_ts: dict[int, int] = {}
+        self._paused = False
         self._last_table: Table | None = None
         self._published_layouts: dict[str, object] = {}
         """schema.table → version of the layout last published (a new Relation message
@@ -350,6 +351,9 @@ class Daemon:
                     producer.produce(
                         topic, message.value, message.key, on_delivery=callback, headers=headers
                     )
+                    if self._paused:
+                        self._paused = False
+                        log.info("backpressure_resumed")
                     break
                 except BufferError:
                     self._backpressure(source)
@@ -362,7 +366,14 @@ class Daemon:
 
     def _backpressure(self, source: ChangeSource) -> None:
         """The producer queue is full: serve deliveries, keep the walsender alive."""
-        self.metrics.paused.inc()
+        if not self._paused:
+            self._paused = True
+            self.metrics.paused.inc()
+            log.warning(
+                "backpressure_paused",
+                in_flight=len(self.producer) if self.producer is not None else 0,
+                detail="producer queue full (broker slow or down); reading from the slot paused",
+            )
         self._serve_deliveries(0.5)
         self._acknowledge(source)
         source.stream.maybe_send_status()
