@@ -124,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "--max-events", type=_positive_int, help="exit 0 after printing this many row changes"
     )
+    from capture import teststream  # noqa: PLC0415 - keeps import time of other commands low
+
+    teststream.add_parser(commands)
     run = commands.add_parser(
         "run",
         help="stream the slot into Kafka in one or more formats (the daemon)",
@@ -316,7 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     walcast_logging.configure(args.log_level or ("info" if args.command == "run" else "warning"))
     try:
-        return COMMANDS[args.command](args)
+        handler = getattr(args, "func", None) or COMMANDS[args.command]
+        return int(handler(args))
     except WalcastError as exc:
         print(f"walcast: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code

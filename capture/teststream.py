@@ -61,7 +61,7 @@ from ipaddress import IPv4Address
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
-from capture.errors import ConfigError
+from capture.errors import ConfigError, RetryPolicy, WalcastError
 from capture.events import (
     PG_EPOCH_US,
     ChangeEvent,
@@ -684,8 +684,89 @@ class TailSink:
             self.out.close()
 
 
+class KafkaSink:
+    """Produces messages to Kafka (idempotent, acks=all), like ``walcast run`` does.
+
+    ``topic`` may use ``{format}``, ``{schema}`` and ``{table}``; messages of no single
+    table go to the template with those left empty. Every delivery is confirmed before
+    :meth:`close` returns; a failure raises with the broker's reason.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, fmt: str) -> None:
+        from confluent_kafka import Producer  # noqa: PLC0415 - only for --kafka
+
+        from capture.logging import kafka_logger  # noqa: PLC0415
+
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "compression.type": "lz4",
+                "linger.ms": 20,
+                "queue.buffering.max.messages": 500_000,
+            },
+            logger=kafka_logger(),
+        )
+        self._topic = topic
+        self._format = fmt
+        self._topics: dict[tuple[str | None, str | None], str] = {}
+        self._errors: list[str] = []
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self._errors.append(str(err))
+
+    def write(self, message: EncodedMessage) -> None:
+        """Produce one message (waiting for queue space when the queue is full)."""
+        key = (message.schema, message.table)
+        topic = self._topics.get(key)
+        if topic is None:
+            topic = self._topic.format(
+                format=self._format, schema=message.schema or "", table=message.table or ""
+            ).strip(".")
+            self._topics[key] = topic
+        while True:
+            try:
+                self._producer.produce(
+                    topic,
+                    message.value,
+                    message.key,
+                    on_delivery=self._delivered,
+                    headers=message.kafka_headers(),
+                )
+                break
+            except BufferError:
+                self._producer.poll(0.2)
+        self._producer.poll(0)
+
+    def close(self) -> None:
+        """Wait for every delivery; raise if Kafka rejected any message."""
+        remaining = self._producer.flush(300)
+        if remaining or self._errors:
+            reason = self._errors[0] if self._errors else f"{remaining} messages unconfirmed"
+            raise KafkaSinkError(
+                f"--kafka: Kafka did not take the test stream: {reason}",
+                hint="check --kafka (bootstrap address) and the topic's limits",
+            )
+
+
+class KafkaSinkError(WalcastError):
+    """The broker rejected or never confirmed test-stream messages."""
+
+    retry = RetryPolicy.TERMINAL
+
+
 def open_sink(args: argparse.Namespace, encoder: Encoder) -> Sink:
-    """Open the sink ``args`` ask for (``--kafka`` will be added here)."""
+    """Open the sink ``args`` ask for: Kafka, a file, or stdout."""
+    if args.kafka:
+        if not args.topic:
+            raise ConfigError("--topic: required with --kafka")
+        if args.output not in (None, "-"):
+            raise ConfigError("--output: give either --output or --kafka, not both")
+        return KafkaSink(args.kafka, args.topic, args.format)
+    if args.topic:
+        raise ConfigError("--topic: only used with --kafka")
     if args.output in (None, "-"):
         return TailSink(sys.stdout.buffer, encoder, close=False)
     try:
@@ -762,6 +843,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     parser.add_argument("--tables", type=_positive, default=4, help="number of tables (default 4)")
     parser.add_argument(
         "--output", default="-", metavar="FILE|-", help="output file (default - = stdout)"
+    )
+    parser.add_argument("--kafka", metavar="BOOTSTRAP", help="produce to this Kafka cluster")
+    parser.add_argument(
+        "--topic",
+        help="topic for --kafka; may use {format}, {schema}, {table} (one topic per table)",
     )
     parser.add_argument(
         "--format-option",

@@ -345,7 +345,7 @@ class Daemon:
         fmt = output.config.format
         for message in messages:
             topic = output.topic(message, database)
-            headers = _headers(message)
+            headers = message.kafka_headers()
             while True:
                 try:
                     producer.produce(
@@ -556,14 +556,3 @@ class Daemon:
                 "ALTER TABLE ... REPLICA IDENTITY FULL gives the complete before images these "
                 "formats carry",
             )
-
-
-def _headers(message: EncodedMessage) -> list[tuple[str, str | bytes | None]]:
-    headers: list[tuple[str, str | bytes | None]] = []
-    if message.commit_lsn is not None:
-        headers.append(("walcast.commit_lsn", format_lsn(message.commit_lsn).encode()))
-    if message.xid is not None:
-        headers.append(("walcast.xid", str(message.xid).encode()))
-    if message.ordinal is not None:
-        headers.append(("walcast.ordinal", str(message.ordinal).encode()))
-    return headers

@@ -33,6 +33,7 @@ from capture.events import (
     TransactionBegin,
     TransactionCommit,
 )
+from capture.lsn import format_lsn
 
 
 @dataclass(slots=True)
@@ -50,6 +51,17 @@ class EncodedMessage:
     xid: int | None = None
     ordinal: int | None = None
     """Ordinal of the (first) change the message carries."""
+
+    def kafka_headers(self) -> list[tuple[str, str | bytes | None]]:
+        """Kafka headers naming the commit LSN, xid and ordinal (for replay detection)."""
+        headers: list[tuple[str, str | bytes | None]] = []
+        if self.commit_lsn is not None:
+            headers.append(("walcast.commit_lsn", format_lsn(self.commit_lsn).encode()))
+        if self.xid is not None:
+            headers.append(("walcast.xid", str(self.xid).encode()))
+        if self.ordinal is not None:
+            headers.append(("walcast.ordinal", str(self.ordinal).encode()))
+        return headers
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ import base64
 import io
 import json
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -418,3 +419,24 @@ def test_normalized_change_schema_is_valid_and_fits_generated_changes() -> None:
     bad["op"] = "upsert"
     with pytest.raises(jsonschema.ValidationError):
         validator.validate(bad)
+
+
+@pytest.mark.integration
+def test_produce_test_stream_to_kafka(kafka_bootstrap: str) -> None:
+    from tests.support import kafka as k  # noqa: PLC0415
+    from tests.support.scenario import walcast  # noqa: PLC0415
+
+    prefix = f"pts_{uuid.uuid4().hex[:8]}"
+    done = walcast(
+        "produce-test-stream", "--format", "canal", "--count", "500", "--seed", "7",
+        "--kafka", kafka_bootstrap, "--topic", prefix + ".{format}.{schema}.{table}",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = k.read_all(kafka_bootstrap, k.topics(kafka_bootstrap, prefix + "."))
+    expected = [i for i in generate(500, 7, 4) if isinstance(i, ChangeEvent)]
+    assert len(records) == len(expected) == 500
+    positions = {
+        (r.headers["walcast.commit_lsn"], int(r.headers["walcast.ordinal"])) for r in records
+    }
+    assert positions == {(format_lsn(e.commit_lsn), e.ordinal) for e in expected}
+    assert all(r.topic.startswith(prefix + ".canal.") for r in records)
