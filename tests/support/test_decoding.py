@@ -122,6 +122,8 @@ def parse(lines: list[str], *, schema: str) -> list[Change]:
             changes.extend(current)
             current = []
             continue
+        if line.startswith("message: "):
+            continue  # pg_logical_emit_message records (e.g. walcast's heartbeats)
         match = _TABLE_RE.match(line)
         assert match is not None, line
         op = match["op"].lower()

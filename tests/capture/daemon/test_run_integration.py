@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
+import jsonschema
 import orjson
 import pytest
+from fastavro import parse_schema, schemaless_reader
 
 from capture.formats import FORMAT_NAMES
+from capture.formats.ibm import HEADER_FIELDS, split_records
 from capture.lsn import parse_lsn
 from tests.support import kafka as k
 from tests.support import scenario as sc
@@ -19,6 +23,7 @@ from tests.support import test_decoding
 from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
 
 pytestmark = pytest.mark.integration
+SCHEMAS = sc.REPO / "schemas"
 
 
 def run_args(
@@ -101,3 +106,31 @@ def test_scenario_reaches_kafka_in_every_format(
         (sc.SCHEMA, "all_types"),
         (sc.SCHEMA, "bulk"),
     }
+
+    # JSON messages validate against their format's schema in schemas/: all of them, but
+    # for the 100k-row bulk table, where every 50th stands for the rest (same shape).
+    for fmt in ("json", "canal", "shareplex", "dataworks", "qlik"):
+        validator = jsonschema.Draft202012Validator(
+            json.loads((SCHEMAS / f"{fmt}.schema.json").read_text())
+        )
+        for i, record in enumerate(formats[fmt]):
+            if b"bulk" not in (record.key or b"") or i % 50 == 0:
+                validator.validate(orjson.loads(record.value))
+    # Every DTS Avro datum decodes with the vendor's Record.avsc, unchanged.
+    parsed = parse_schema(json.loads((SCHEMAS / "dts-avro-Record.avsc").read_text()))
+    record_schema = next(s for s in parsed if s["name"].endswith(".Record"))
+    operations = Counter(
+        schemaless_reader(io.BytesIO(r.value), record_schema)["operation"]
+        for r in formats["dts-avro"]
+    )
+    assert operations["INSERT"] > 100_000
+    assert {"UPDATE", "DELETE", "DDL"} <= set(operations)
+    # IBM records have the 12 header fields plus the before and after values of every
+    # column of the layout published for their table.
+    fields_of = {(x["schema"], x["table"]): len(x["columns"]) for x in layouts}
+    ibm_records = 0
+    for record in formats["ibm"]:
+        for fields in split_records(record.value):
+            assert len(fields) == len(HEADER_FIELDS) + 2 * fields_of[(fields[4], fields[5])]
+            ibm_records += 1
+    assert ibm_records == sum(1 for e in events if e["op"] != "truncate")
