@@ -5,12 +5,16 @@ from __future__ import annotations
 import copy
 import io
 import json
+import socket
+import time
+import urllib.request
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import jsonschema
 import orjson
+import psycopg
 import pytest
 from fastavro import parse_schema, schemaless_reader
 
@@ -134,3 +138,72 @@ def test_scenario_reaches_kafka_in_every_format(
             assert len(fields) == len(HEADER_FIELDS) + 2 * fields_of[(fields[4], fields[5])]
             ibm_records += 1
     assert ibm_records == sum(1 for e in events if e["op"] != "truncate")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith((name + " ", name + "{")):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_metrics_and_health_endpoints(pg_dsn: str, kafka_bootstrap: str, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    table, pub, slot = f"m_{tag}", f"m_pub_{tag}", f"m_slot_{tag}"
+    port = _free_port()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+        conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")
+    args = run_args(pg_dsn, slot, pub, kafka_bootstrap, f"m_{tag}", "json")
+    args = [
+        a if a != "0" or args[i - 1] != "--metrics-port" else str(port) for i, a in enumerate(args)
+    ]
+    daemon = RunningDaemon(*args, "--create-slot", log_path=tmp_path / "run.log")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=2) as reply:
+                    health = json.loads(reply.read())
+                if health.get("status") == "streaming":
+                    break
+            except OSError:
+                pass
+            assert daemon.process.poll() is None, daemon.log()[-3000:]
+            assert time.monotonic() < deadline, "daemon never became healthy"
+            time.sleep(0.3)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = on")
+            conn.execute(f"INSERT INTO {table} SELECT g, 'x' FROM generate_series(1, 500) g")
+        wait_caught_up(pg_dsn, slot, current_lsn(pg_dsn), daemon)
+        time.sleep(6)  # one metrics refresh period
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+        with urllib.request.urlopen(base + "/healthz", timeout=5) as reply:
+            assert reply.status == 200
+            health = json.loads(reply.read())
+        assert health["healthy"] is True
+        assert health["slot"] == slot
+        assert _metric(text, "walcast_changes_total") == 500
+        assert _metric(text, 'walcast_messages_produced_total{format="json"}') == 500
+        assert _metric(text, 'walcast_bytes_produced_total{format="json"}') > 500 * 50
+        assert _metric(text, "walcast_delivery_latency_seconds_count") >= 1
+        assert _metric(text, "walcast_messages_in_flight") == 0
+        assert _metric(text, "walcast_slot_retained_wal_bytes") >= 0
+        assert _metric(text, "walcast_replication_lag_seconds") >= 0
+        assert _metric(text, "walcast_acked_lsn") > 0
+        assert daemon.stop() == 0
+    finally:
+        if daemon.process.poll() is None:
+            daemon.kill()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            sc.drop_slot(conn, slot)
+            conn.execute(f"DROP PUBLICATION {pub}")
+            conn.execute(f"DROP TABLE {table}")
