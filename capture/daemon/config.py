@@ -37,6 +37,9 @@ Layout of the file (every key optional unless marked)::
     status_interval = 10.0
     reconnect_max_backoff = 30.0
 
+Topic templates take ``{format}``, ``{database}``, ``{schema}`` and ``{table}``; characters
+of schema or table names that Kafka does not allow in topic names become ``_``.
+
 Environment overrides: ``WALCAST__<SECTION>__<KEY>`` (e.g. ``WALCAST__KAFKA__BOOTSTRAP_SERVERS``,
 ``WALCAST__DAEMON__METRICS_PORT``); lists are comma-separated.
 
@@ -48,6 +51,7 @@ e.g. ``kafka.bootstrap_servers``.
 
 from __future__ import annotations
 
+import re
 import string
 import tomllib
 from collections.abc import Mapping
@@ -294,6 +298,15 @@ def _secret(
     return None
 
 
+TOPIC_NAME: Final = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def topic_name(text: str) -> str:
+    """``text`` as a legal Kafka topic name: other characters become ``_``."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:249]
+    return cleaned if cleaned.strip(".") else "_"
+
+
 def _template(value: Any, setting: str) -> str:
     text = str(value)
     try:
@@ -304,6 +317,22 @@ def _template(value: Any, setting: str) -> str:
     if unknown:
         raise ConfigError(
             f"{setting}: unknown placeholder(s) {sorted(unknown)}; use {sorted(TOPIC_FIELDS)}"
+        )
+    literal = re.sub(r"\{[a-z]+\}", "x", text)
+    if not TOPIC_NAME.match(literal):
+        raise ConfigError(
+            f"{setting}: {text!r} does not make a legal Kafka topic name (letters, digits, "
+            "'.', '_', '-'; at most 249)"
+        )
+    return text
+
+
+def _schema_topic(value: Any) -> str:
+    text = str(value)
+    if text and not TOPIC_NAME.match(text):
+        raise ConfigError(
+            f"daemon.schema_topic: {text!r} is not a legal Kafka topic name (letters, digits, "
+            "'.', '_', '-'; at most 249)"
         )
     return text
 
@@ -403,7 +432,7 @@ def _validate(raw: Mapping[str, Any], environ: Mapping[str, str]) -> DaemonConfi
         metrics_port=_number(daemon.get("metrics_port", 9187), "daemon.metrics_port", integer=True),
         metrics_host=str(daemon.get("metrics_host", "127.0.0.1")),
         split_key_updates=_bool(daemon.get("split_key_updates", False), "daemon.split_key_updates"),
-        schema_topic=str(daemon.get("schema_topic", "walcast.schemas")),
+        schema_topic=_schema_topic(daemon.get("schema_topic", "walcast.schemas")),
         status_interval=_number(
             daemon.get("status_interval", 10.0), "daemon.status_interval", minimum=0.1
         ),

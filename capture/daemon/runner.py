@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from capture import dsn as dsn_util
-from capture.daemon.config import DaemonConfig, OutputConfig
+from capture.daemon.config import DaemonConfig, OutputConfig, topic_name
 from capture.daemon.delivery import DeliveryFailedError, DeliveryTracker, TransactionDelivery
 from capture.daemon.metrics import Metrics, serve
 from capture.daemon.split import split_key_update
@@ -85,11 +85,13 @@ class _Output:
             template = (
                 self.config.topic if message.table is not None else self.config.transaction_topic
             )
-            topic = template.format(
-                format=self.config.format,
-                database=database,
-                schema=message.schema or "",
-                table=message.table or "",
+            topic = topic_name(
+                template.format(
+                    format=self.config.format,
+                    database=database,
+                    schema=message.schema or "",
+                    table=message.table or "",
+                )
             )
             self.topics[key] = topic
         return topic

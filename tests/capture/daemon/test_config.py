@@ -84,6 +84,11 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         (('"compression.type" = "zstd"', '"acks" = "1"'), "kafka.producer.acks"),
         (('"compression.type" = "zstd"', '"sasl.password" = "x"'), "kafka.producer.sasl.password"),
         (('slot = "walcast"', 'slot = "walcast"\nstreaming = "sometimes"'), "source.streaming"),
+        (("metrics_port = 0", 'schema_topic = "a b"'), "daemon.schema_topic"),
+        (
+            ('transaction_topic = "cdc.ibm"', 'transaction_topic = "cdc/{format}"'),
+            "outputs[1].transaction_topic",
+        ),
     ],
 )
 def test_bad_settings_are_named(tmp_path: Path, change: tuple[str, str], setting: str) -> None:
@@ -132,3 +137,11 @@ def test_secrets_come_from_env_or_file_and_never_show(tmp_path: Path) -> None:
         ConfigError, match=r"kafka\.sasl_password_env: environment variable 'KAFKA_PW'"
     ):
         load(write(tmp_path, text), NO_CLI, {})
+
+
+def test_topic_names_are_made_legal() -> None:
+    from capture.daemon.config import topic_name  # noqa: PLC0415
+
+    assert topic_name("walcast.json.public.orders") == "walcast.json.public.orders"
+    assert topic_name("walcast.json.Sales Data.Ünits") == "walcast.json.Sales_Data._nits"
+    assert len(topic_name("x" * 400)) == 249
