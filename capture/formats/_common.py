@@ -12,7 +12,9 @@ from typing import Final
 import orjson
 
 from capture.events import ChangeEvent, Column, Image, Table, pg_ts_to_datetime
-from capture.pgoutput.messages import UNCHANGED_TOAST
+from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+
+_BINARY: Final = ord("b")
 
 
 class Family(enum.Enum):
@@ -101,22 +103,59 @@ def is_lob(column: Column) -> bool:
     return fam is Family.STRING and column.type_name == "text"
 
 
-def row_key(table: Table, image: Image | None) -> bytes:
-    """Kafka key that puts every change of one row in one partition.
+def column_texts(image: Image) -> list[str | UnchangedToast | None]:
+    """Return the PostgreSQL text of every column of ``image`` (None = NULL, TOAST kept)."""
+    values = image.tuple.values
+    kinds = image.tuple.kinds
+    if _BINARY not in kinds:
+        return [v.decode() if isinstance(v, bytes) else v for v in values]
+    table = image.table
+    out: list[str | UnchangedToast | None] = []
+    for i, v in enumerate(values):
+        if not isinstance(v, bytes):
+            out.append(v)
+        elif kinds[i] == _BINARY:
+            out.append(table.renderers[i](table.binary_decoders[i](v)))
+        else:
+            out.append(v.decode())
+    return out
 
-    ``schema.table`` plus the primary-key values (text form) as a JSON array; the whole
-    row's values when the table has no key. Stable across restarts and processes.
+
+def key_indexes_of(table: Table) -> tuple[int, ...] | None:
+    """Indexes of the primary-key columns in key order (None without a primary key)."""
+    if not table.primary_key:
+        return None
+    index = {n: i for i, n in enumerate(table.column_names)}
+    return tuple(index[n] for n in table.primary_key)
+
+
+def key_prefix_of(table: Table) -> bytes:
+    """The bytes every row key of ``table`` starts with."""
+    return table.qualified_name.encode() + b":"
+
+
+def fast_row_key(
+    table: Table, key_prefix: bytes, pk_indexes: tuple[int, ...] | None, image: Image | None
+) -> bytes:
+    """Return :func:`row_key`'s bytes with the per-table parts precomputed.
+
+    Encoders compute ``key_prefix_of(table)`` and ``key_indexes_of(table)`` once per table.
     """
     if image is None:
         return table.qualified_name.encode()
-    names = table.primary_key
-    if names:
-        index = {n: i for i, n in enumerate(table.column_names)}
-        values = [image.text(index[n]) for n in names]
-    else:
-        values = [image.text(i) for i in image.present_indexes()]
-    cleaned = [None if v is UNCHANGED_TOAST else v for v in values]
-    return table.qualified_name.encode() + b":" + orjson.dumps(cleaned)
+    text = image.text
+    indexes = image.present_indexes() if pk_indexes is None else pk_indexes
+    values = [None if (v := text(i)) is UNCHANGED_TOAST else v for i in indexes]
+    return key_prefix + orjson.dumps(values)
+
+
+def row_key(table: Table, image: Image | None) -> bytes:
+    """Kafka key that puts every change of one row in one partition.
+
+    ``schema.table:`` plus the primary-key values (text form) as a JSON array; the whole
+    row's values when the table has no key. Stable across restarts and processes.
+    """
+    return fast_row_key(table, key_prefix_of(table), key_indexes_of(table), image)
 
 
 def commit_unix_ms(event: ChangeEvent) -> int:

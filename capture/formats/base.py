@@ -21,6 +21,7 @@ Invariants every encoder keeps:
 from __future__ import annotations
 
 import base64
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -54,14 +55,23 @@ class EncodedMessage:
 
     def kafka_headers(self) -> list[tuple[str, str | bytes | None]]:
         """Kafka headers naming the commit LSN, xid and ordinal (for replay detection)."""
-        headers: list[tuple[str, str | bytes | None]] = []
-        if self.commit_lsn is not None:
-            headers.append(("walcast.commit_lsn", format_lsn(self.commit_lsn).encode()))
-        if self.xid is not None:
-            headers.append(("walcast.xid", str(self.xid).encode()))
+        headers = list(_transaction_headers(self.commit_lsn, self.xid))
         if self.ordinal is not None:
             headers.append(("walcast.ordinal", str(self.ordinal).encode()))
         return headers
+
+
+@functools.lru_cache(maxsize=64)
+def _transaction_headers(
+    commit_lsn: int | None, xid: int | None
+) -> tuple[tuple[str, str | bytes | None], ...]:
+    """The headers every message of one transaction shares (cached: built once per txn)."""
+    headers: list[tuple[str, str | bytes | None]] = []
+    if commit_lsn is not None:
+        headers.append(("walcast.commit_lsn", format_lsn(commit_lsn).encode()))
+    if xid is not None:
+        headers.append(("walcast.xid", str(xid).encode()))
+    return tuple(headers)
 
 
 @dataclass(frozen=True, slots=True)

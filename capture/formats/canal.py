@@ -75,12 +75,12 @@ import orjson
 
 from capture.errors import ConfigError
 from capture.events import ChangeEvent, Column, Image, Op, Table
-from capture.formats._common import Family, family, is_lob
+from capture.formats._common import Family, family, fast_row_key, is_lob, key_indexes_of
+from capture.formats._common import column_texts as image_texts
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 
-_BINARY: Final = ord("b")
 _DATABASE_NAMES: Final = ("schema", "database", "database.schema")
 _TRUNCATE_MODES: Final = ("emit", "skip")
 _SETTINGS: Final = ("database_name", "truncate", "walcast_keys")
@@ -180,44 +180,6 @@ def sql_type(column: Column) -> int:
     if column.type_name == "bit":
         return _BIT
     return _SQL_TYPES[fam]
-
-
-def image_texts(image: Image) -> list[str | UnchangedToast | None]:
-    """Return the PostgreSQL text of every column of ``image`` (None = NULL, TOAST kept)."""
-    values = image.tuple.values
-    kinds = image.tuple.kinds
-    if _BINARY not in kinds:
-        return [v.decode() if isinstance(v, bytes) else v for v in values]
-    table = image.table
-    out: list[str | UnchangedToast | None] = []
-    for i, v in enumerate(values):
-        if not isinstance(v, bytes):
-            out.append(v)
-        elif kinds[i] == _BINARY:
-            out.append(table.renderers[i](table.binary_decoders[i](v)))
-        else:
-            out.append(v.decode())
-    return out
-
-
-def key_indexes_of(table: Table) -> tuple[int, ...] | None:
-    """Indexes of the primary-key columns in key order (None without a primary key)."""
-    if not table.primary_key:
-        return None
-    index = {n: i for i, n in enumerate(table.column_names)}
-    return tuple(index[n] for n in table.primary_key)
-
-
-def fast_row_key(
-    table: Table, key_prefix: bytes, pk_indexes: tuple[int, ...] | None, image: Image | None
-) -> bytes:
-    """Return :func:`~capture.formats._common.row_key`'s bytes, key indexes precomputed."""
-    if image is None:
-        return table.qualified_name.encode()
-    text = image.text
-    indexes = image.present_indexes() if pk_indexes is None else pk_indexes
-    values = [None if (v := text(i)) is UNCHANGED_TOAST else v for i in indexes]
-    return key_prefix + orjson.dumps(values)
 
 
 def _flag(key: str, value: Any) -> bool:

@@ -55,10 +55,11 @@ import orjson
 
 from capture.errors import ConfigError, WalcastError
 from capture.events import ChangeEvent, Image, Op, Table, TransactionBegin, TransactionCommit
+from capture.formats._common import column_texts as image_texts
+from capture.formats._common import fast_row_key, key_indexes_of
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 
-_BINARY: Final = ord("b")
 _SETTINGS: Final = ("truncate",)
 _TRUNCATE_MODES: Final = ("emit", "skip")
 _PG_EPOCH_S: Final = 946_684_800
@@ -67,44 +68,6 @@ _OPS: Final = {Op.INSERT: "ins", Op.UPDATE: "upd", Op.DELETE: "del", Op.TRUNCATE
 
 class TransactionSizeError(WalcastError):
     """A change arrived without its transaction's size (the source did not hold it)."""
-
-
-def image_texts(image: Image) -> list[str | UnchangedToast | None]:
-    """Return the PostgreSQL text of every column of ``image`` (None = NULL, TOAST kept)."""
-    values = image.tuple.values
-    kinds = image.tuple.kinds
-    if _BINARY not in kinds:
-        return [v.decode() if isinstance(v, bytes) else v for v in values]
-    table = image.table
-    out: list[str | UnchangedToast | None] = []
-    for i, v in enumerate(values):
-        if not isinstance(v, bytes):
-            out.append(v)
-        elif kinds[i] == _BINARY:
-            out.append(table.renderers[i](table.binary_decoders[i](v)))
-        else:
-            out.append(v.decode())
-    return out
-
-
-def key_indexes_of(table: Table) -> tuple[int, ...] | None:
-    """Indexes of the primary-key columns in key order (None without a primary key)."""
-    if not table.primary_key:
-        return None
-    index = {n: i for i, n in enumerate(table.column_names)}
-    return tuple(index[n] for n in table.primary_key)
-
-
-def fast_row_key(
-    table: Table, key_prefix: bytes, pk_indexes: tuple[int, ...] | None, image: Image | None
-) -> bytes:
-    """Return :func:`~capture.formats._common.row_key`'s bytes, key indexes precomputed."""
-    if image is None:
-        return table.qualified_name.encode()
-    text = image.text
-    indexes = image.present_indexes() if pk_indexes is None else pk_indexes
-    values = [None if (v := text(i)) is UNCHANGED_TOAST else v for i in indexes]
-    return key_prefix + orjson.dumps(values)
 
 
 def _seconds_text(unix_s: int) -> str:

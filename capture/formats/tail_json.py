@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Final
 import orjson
 
 from capture.events import ChangeEvent, Image, Op, Table, pg_ts_to_datetime
-from capture.formats._common import row_key
+from capture.formats._common import fast_row_key, key_indexes_of, key_prefix_of
 from capture.formats.base import EncodedMessage, Encoder
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
@@ -72,6 +72,7 @@ class TailJsonEncoder(Encoder):
         super().__init__(options)
         self._prefix_key: tuple[Op, Table, int] | None = None
         self._prefix = b""
+        self._keys: dict[Table, tuple[bytes, tuple[int, ...] | None]] = {}
 
     def _head(self, event: ChangeEvent) -> bytes:
         key = (event.op, event.table, event.commit_lsn)
@@ -115,10 +116,14 @@ class TailJsonEncoder(Encoder):
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """One message per change."""
         table = event.table
+        plan = self._keys.get(table)
+        if plan is None:
+            plan = self._keys[table] = (key_prefix_of(table), key_indexes_of(table))
+        image = event.after if event.after is not None else event.before
         return [
             EncodedMessage(
                 self.render(event)[:-1],
-                row_key(table, event.after if event.after is not None else event.before),
+                fast_row_key(table, plan[0], plan[1], image),
                 "change",
                 table.schema,
                 table.name,
