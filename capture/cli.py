@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     from capture import teststream  # noqa: PLC0415 - keeps import time of other commands low
 
     teststream.add_parser(commands)
+    from capture import consume  # noqa: PLC0415
+
+    consume.add_parser(commands)
     run = commands.add_parser(
         "run",
         help="stream the slot into Kafka in one or more formats (the daemon)",

@@ -440,3 +440,25 @@ def test_produce_test_stream_to_kafka(kafka_bootstrap: str) -> None:
     }
     assert positions == {(format_lsn(e.commit_lsn), e.ordinal) for e in expected}
     assert all(r.topic.startswith(prefix + ".canal.") for r in records)
+
+
+@pytest.mark.integration
+def test_consume_prints_what_produce_test_stream_wrote(kafka_bootstrap: str) -> None:
+    from tests.support.scenario import walcast  # noqa: PLC0415
+
+    topic = f"consume_{uuid.uuid4().hex[:8]}"
+    produced = walcast(
+        "produce-test-stream", "--format", "shareplex", "--count", "20", "--seed", "3",
+        "--kafka", kafka_bootstrap, "--topic", topic,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    done = walcast(
+        "consume", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+        "--max-messages", "20", "--with-metadata", "--idle-timeout", "20",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(lines) == 20
+    assert {line["topic"] for line in lines} == {topic}
+    assert all(json.loads(line["value"])["meta"]["op"] in {"ins", "upd", "del"} for line in lines)
+    assert all("walcast.commit_lsn" in line["headers"] for line in lines)
