@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,60 +14,28 @@ import orjson
 import pytest
 
 from capture.errors import ConfigError
-from capture.events import ChangeEvent, Image, Op, Table, TransactionBegin, TransactionCommit
+from capture.events import ChangeEvent, Image, Op
 from capture.formats import encoder_for, format_class
 from capture.formats._common import row_key
-from capture.formats.base import EncodedMessage, FormatOptions
+from capture.formats.base import FormatOptions
 from capture.formats.canal import CanalEncoder, declared_type
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.pgoutput.messages import UNCHANGED_TOAST, TupleData
 from capture.relcache import RelationCache
 from tests.support import wire
-from tests.support.events import TYPE_OIDS, event, make_table
+from tests.support.events import event, make_table, table_with
+from tests.support.formats import DELIMITERS, encode_transaction, orders_tables
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = REPO / "tests" / "data" / "formats" / "canal"
 SCHEMA = json.loads((REPO / "schemas" / "canal.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+encode = partial(encode_transaction, validator=VALIDATOR)
 WHEN = dt.datetime(2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC)
 ALPHABETICAL = [
     "data", "database", "es", "gtid", "id", "isDdl", "mysqlType",
     "old", "pkNames", "sql", "sqlType", "table", "ts", "type",
 ]  # fmt: skip
-DELIMITERS = "a,b;c|d\te\nf\rg\"h'i\\j`k{l}m[n]o:p/q<r>s=t&u%v#w@x!y~z^ \x01\x1f\x7f é €中😀"
-_oid = [51000]
-
-
-def table_with(
-    schema: str,
-    name: str,
-    columns: list[tuple[str, str, bool, int]],
-    identity: str = "d",
-    pk: tuple[str, ...] | None = None,
-) -> Table:
-    """A Table with type modifiers (and a catalog primary key for REPLICA IDENTITY FULL)."""
-    _oid[0] += 1
-    flags = [(1 if key else 0, col, TYPE_OIDS[typ], mod) for col, typ, key, mod in columns]
-    message = PgOutputDecoder(1).decode(wire.relation(_oid[0], schema, name, flags, identity))
-    cache = RelationCache(key_resolver=(lambda *_: pk) if pk else None)
-    return cache.apply_relation(message)  # type: ignore[arg-type]
-
-
-def encode(
-    encoder: CanalEncoder, events: list[ChangeEvent], count: int | None = None
-) -> list[EncodedMessage]:
-    """One transaction through the encoder; every message is checked against the schema."""
-    first = events[0]
-    n = len(events) if count is None else count
-    out = encoder.encode(TransactionBegin(first.xid, first.commit_lsn, first.commit_ts, n))
-    for ev in events:
-        out += encoder.encode(ev)
-    out += encoder.encode(
-        TransactionCommit(first.xid, first.commit_lsn, first.commit_lsn + 64, first.commit_ts, n)
-    )
-    for message in out:
-        VALIDATOR.validate(orjson.loads(message.value))
-    return out
 
 
 def docs(events: list[ChangeEvent], **settings: Any) -> list[dict[str, Any]]:
@@ -79,18 +48,7 @@ def one(ev: ChangeEvent, **settings: Any) -> dict[str, Any]:
     return doc
 
 
-ORDERS = make_table(
-    "public",
-    "orders",
-    [("id", "int4", True), ("note", "text", False), ("qty", "int8", False)],
-)
-ORDERS_FULL = table_with(
-    "public",
-    "orders",
-    [("id", "int4", True, -1), ("note", "text", True, -1), ("qty", "int8", True, -1)],
-    identity="f",
-    pk=("id",),
-)
+ORDERS, ORDERS_FULL = orders_tables()
 
 
 # ------------------------------------------------------------------ registry, schema

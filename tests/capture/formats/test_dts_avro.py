@@ -8,7 +8,6 @@ import datetime as dt
 import io
 import json
 import math
-import os
 import re
 import struct
 from pathlib import Path
@@ -23,9 +22,7 @@ from capture.errors import ConfigError
 from capture.events import (
     PG_EPOCH_US,
     ChangeEvent,
-    Image,
     Op,
-    Table,
     TransactionBegin,
     TransactionCommit,
 )
@@ -38,13 +35,12 @@ from capture.formats.dts_avro import (
     zigzag,
 )
 from capture.lsn import format_lsn, parse_lsn
-from capture.pgoutput.decoder import PgOutputDecoder
-from capture.pgoutput.messages import UNCHANGED_TOAST, TupleData
-from capture.relcache import RelationCache
-from capture.teststream import TYPE_OIDS, format_options, generate, produce, relation_message
+from capture.pgoutput.messages import UNCHANGED_TOAST
+from capture.teststream import format_options, generate, produce
 from capture.types import PgTimestamp
 from capture.types.datetimes import timestamptz_to_text
-from tests.support.events import commit_ts
+from tests.support.events import commit_ts, event, keyed_table
+from tests.support.formats import assert_golden_stream
 
 REPO = Path(__file__).resolve().parents[3]
 SPEC = Path("/work/shared/specs/dts-avro-Record.avsc")
@@ -54,7 +50,6 @@ NS = "com.alibaba.dts.formats.avro."
 WHEN = dt.datetime(2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC)
 TS = commit_ts(WHEN)
 LSN = parse_lsn("0/16B3748")
-_next_relid = [60000]
 
 
 def _record_schema() -> dict:
@@ -84,60 +79,8 @@ def check(datum: bytes) -> dict[str, Any]:
     return record
 
 
-def make(
-    columns: list[tuple[str, str, bool]],
-    identity: str = "d",
-    name: str = "orders",
-    typmods: dict[str, int] | None = None,
-) -> Table:
-    _next_relid[0] += 1
-    full = identity == "f"
-    data = relation_message(
-        _next_relid[0],
-        "public",
-        name,
-        identity,
-        [(c, TYPE_OIDS[t], (typmods or {}).get(c, -1), full or k) for c, t, k in columns],
-    )
-    keys = {name: tuple(c for c, _, k in columns if k)} if full else {}
-    cache = RelationCache(key_resolver=lambda _o, _s, t: keys.get(t))
-    return cache.apply_relation(PgOutputDecoder(1).decode(data))  # type: ignore[arg-type]
-
-
-def img(table: Table, values: dict, *, key_only: bool = False, binary: frozenset = frozenset()):
-    raw, kinds = [], bytearray()
-    for col in table.columns:
-        v = values.get(col.name)
-        if v is None:
-            raw.append(None)
-            kinds.append(ord("n"))
-        elif v is UNCHANGED_TOAST:
-            raw.append(UNCHANGED_TOAST)
-            kinds.append(ord("u"))
-        elif col.name in binary:
-            raw.append(v)
-            kinds.append(ord("b"))
-        else:
-            raw.append(v.encode())
-            kinds.append(ord("t"))
-    return Image(table, TupleData(bytes(kinds), tuple(raw)), key_only=key_only)
-
-
-def ev(op, table, before=None, after=None, *, key_only=False, ordinal=1, xid=700, lsn=LSN, ts=TS):
-    return ChangeEvent(
-        op,
-        table,
-        img(table, before, key_only=key_only) if before is not None else None,
-        img(table, after) if after is not None else None,
-        xid,
-        lsn,
-        ts,
-        ordinal,
-    )
-
-
-def one(encoder: DtsAvroEncoder, event: ChangeEvent) -> dict[str, Any]:
-    [message] = encoder.change(event)
+def one(encoder: DtsAvroEncoder, change: ChangeEvent) -> dict[str, Any]:
+    [message] = encoder.change(change)
     return check(message.value)
 
 
@@ -223,9 +166,9 @@ def test_schema_copy_is_the_published_schema() -> None:
 
 
 def test_insert_record_fields() -> None:
-    table = make([("id", "int8", True), ("note", "text", False)])
+    table = keyed_table([("id", "int8", True), ("note", "text", False)])
     enc = DtsAvroEncoder(FormatOptions(database="shop", source_version="16.4"))
-    [message] = enc.change(ev(Op.INSERT, table, after={"id": "1", "note": "hi"}))
+    [message] = enc.change(event(Op.INSERT, table, after={"id": "1", "note": "hi"}))
     record = check(message.value)
     assert message.key == b'public.orders:["1"]'
     assert (message.kind, message.schema, message.table) == ("change", "public", "orders")
@@ -351,8 +294,8 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=range(len(ROWS)))
 def test_values_are_recovered_exactly(row: dict[str, str]) -> None:
-    table = make(ALL, typmods={"n38": NUMERIC_38_10})
-    record = one(DtsAvroEncoder(), ev(Op.INSERT, table, after=row))
+    table = keyed_table(ALL, typmods={"n38": NUMERIC_38_10})
+    record = one(DtsAvroEncoder(), event(Op.INSERT, table, after=row))
     items = dict(zip([c for c, _, _ in ALL], record["afterImages"], strict=True))
     for name, type_name in TYPES.items():
         decoded = to_pg_text(items[name], type_name)
@@ -360,8 +303,8 @@ def test_values_are_recovered_exactly(row: dict[str, str]) -> None:
 
 
 def test_value_types_follow_the_documented_mapping() -> None:
-    table = make(ALL, typmods={"n38": NUMERIC_38_10})
-    record = one(DtsAvroEncoder(), ev(Op.INSERT, table, after=ROWS[0]))
+    table = keyed_table(ALL, typmods={"n38": NUMERIC_38_10})
+    record = one(DtsAvroEncoder(), event(Op.INSERT, table, after=ROWS[0]))
     branches = {
         c: item[0].removeprefix(NS)
         for (c, _, _), item in zip(ALL, record["afterImages"], strict=True)
@@ -389,29 +332,31 @@ def test_value_types_follow_the_documented_mapping() -> None:
 
 
 def test_null_is_avro_null_and_differs_from_empty() -> None:
-    table = make([("id", "int8", True), ("a", "text", False), ("b", "bytea", False)])
-    record = one(DtsAvroEncoder(), ev(Op.INSERT, table, after={"id": "1", "a": "", "b": None}))
+    table = keyed_table([("id", "int8", True), ("a", "text", False), ("b", "bytea", False)])
+    record = one(DtsAvroEncoder(), event(Op.INSERT, table, after={"id": "1", "a": "", "b": None}))
     assert record["afterImages"][1] == (NS + "Character", {"charset": "UTF8", "value": b""})
     assert record["afterImages"][2] is None
 
 
 @given(st.text(min_size=0, max_size=40).filter(lambda s: "\x00" not in s))
 def test_any_text_round_trips(text: str) -> None:
-    table = make([("id", "int8", True), ("s", "text", False)])
-    record = one(DtsAvroEncoder(), ev(Op.INSERT, table, after={"id": "1", "s": text}))
+    table = keyed_table([("id", "int8", True), ("s", "text", False)])
+    record = one(DtsAvroEncoder(), event(Op.INSERT, table, after={"id": "1", "s": text}))
     assert record["afterImages"][1][1]["value"].decode() == text
 
 
 @given(st.binary(max_size=64))
 def test_any_bytea_round_trips(data: bytes) -> None:
-    table = make([("id", "int8", True), ("b", "bytea", False)])
-    record = one(DtsAvroEncoder(), ev(Op.INSERT, table, after={"id": "1", "b": "\\x" + data.hex()}))
+    table = keyed_table([("id", "int8", True), ("b", "bytea", False)])
+    record = one(
+        DtsAvroEncoder(), event(Op.INSERT, table, after={"id": "1", "b": "\\x" + data.hex()})
+    )
     assert record["afterImages"][1][1]["value"] == data
 
 
 def test_escape_format_bytea_is_decoded() -> None:
-    table = make([("id", "int8", True), ("b", "bytea", False)])
-    record = one(DtsAvroEncoder(), ev(Op.INSERT, table, after={"id": "1", "b": "a\\000\\\\b"}))
+    table = keyed_table([("id", "int8", True), ("b", "bytea", False)])
+    record = one(DtsAvroEncoder(), event(Op.INSERT, table, after={"id": "1", "b": "a\\000\\\\b"}))
     assert record["afterImages"][1][1]["value"] == b"a\x00\\b"
 
 
@@ -434,10 +379,10 @@ def test_unconstrained_numeric_precision_and_scale_are_java_bigdecimals(
 
 
 def test_timestamptz_with_offsets_keeps_the_instant() -> None:
-    table = make([("id", "int8", True), ("at", "timestamptz", False)])
+    table = keyed_table([("id", "int8", True), ("at", "timestamptz", False)])
     record = one(
         DtsAvroEncoder(),
-        ev(Op.INSERT, table, after={"id": "1", "at": "2024-05-02 23:47:29.25+05:30"}),
+        event(Op.INSERT, table, after={"id": "1", "at": "2024-05-02 23:47:29.25+05:30"}),
     )
     value = record["afterImages"][1][1]
     assert value == {
@@ -447,7 +392,7 @@ def test_timestamptz_with_offsets_keeps_the_instant() -> None:
 
 
 def test_binary_mode_values_encode_like_text_mode() -> None:
-    table = make(
+    table = keyed_table(
         [
             ("id", "int4", True),
             ("flag", "bool", False),
@@ -455,20 +400,12 @@ def test_binary_mode_values_encode_like_text_mode() -> None:
             ("b", "bytea", False),
         ]
     )
-    text = ev(Op.INSERT, table, after={"id": "7", "flag": "t", "note": "x", "b": "\\x0001"})
-    binary = ChangeEvent(
+    text = event(Op.INSERT, table, after={"id": "7", "flag": "t", "note": "x", "b": "\\x0001"})
+    binary = event(
         Op.INSERT,
         table,
-        None,
-        img(
-            table,
-            {"id": struct.pack(">i", 7), "flag": b"\x01", "note": b"x", "b": b"\x00\x01"},
-            binary=frozenset({"id", "flag", "note", "b"}),
-        ),
-        700,
-        LSN,
-        TS,
-        1,
+        after={"id": struct.pack(">i", 7), "flag": b"\x01", "note": b"x", "b": b"\x00\x01"},
+        binary=frozenset({"id", "flag", "note", "b"}),
     )
     [a] = DtsAvroEncoder().change(text)
     [b] = DtsAvroEncoder().change(binary)
@@ -482,13 +419,13 @@ ORDERS = [("id", "int8", True), ("note", "text", False), ("amount", "numeric", F
 
 
 def test_insert_update_delete_images() -> None:
-    table = make(ORDERS, identity="f")
+    table = keyed_table(ORDERS, identity="f")
     enc = DtsAvroEncoder()
     row = {"id": "1", "note": "a", "amount": "1.5"}
     new = {"id": "1", "note": "b", "amount": "2.5"}
-    ins = one(enc, ev(Op.INSERT, table, after=row))
-    upd = one(enc, ev(Op.UPDATE, table, row, new, ordinal=2))
-    dele = one(enc, ev(Op.DELETE, table, new, ordinal=3))
+    ins = one(enc, event(Op.INSERT, table, after=row))
+    upd = one(enc, event(Op.UPDATE, table, row, new, ordinal=2))
+    dele = one(enc, event(Op.DELETE, table, new, ordinal=3))
     assert (ins["operation"], ins["beforeImages"]) == ("INSERT", None)
     assert upd["operation"] == "UPDATE"
     assert [to_pg_text(i, "x") for i in upd["beforeImages"]] == ["1", "a", "1.5"]
@@ -500,19 +437,21 @@ def test_insert_update_delete_images() -> None:
 
 
 def test_default_identity_update_has_key_then_none() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     record = one(
-        DtsAvroEncoder(), ev(Op.UPDATE, table, after={"id": "5", "note": "x", "amount": "1"})
+        DtsAvroEncoder(), event(Op.UPDATE, table, after={"id": "5", "note": "x", "amount": "1"})
     )
     assert [to_pg_text(i, "x") for i in record["beforeImages"]] == ["5", NONE, NONE]
     assert record["beforeImages"][1] == (NS + "EmptyObject", "NONE")
 
 
 def test_key_only_old_images() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     enc = DtsAvroEncoder()
-    upd = one(enc, ev(Op.UPDATE, table, {"id": "5"}, {"id": "6", "note": "x"}, key_only=True))
-    dele = one(enc, ev(Op.DELETE, table, {"id": "6"}, key_only=True, ordinal=2))
+    upd = one(
+        enc, event(Op.UPDATE, table, {"id": "5"}, {"id": "6", "note": "x"}, before_key_only=True)
+    )
+    dele = one(enc, event(Op.DELETE, table, {"id": "6"}, before_key_only=True, ordinal=2))
     assert [to_pg_text(i, "x") for i in upd["beforeImages"]] == ["5", NONE, NONE]
     assert [to_pg_text(i, "x") for i in upd["afterImages"]] == ["6", "x", None]
     assert [to_pg_text(i, "x") for i in dele["beforeImages"]] == ["6", NONE, NONE]
@@ -520,10 +459,10 @@ def test_key_only_old_images() -> None:
 
 def test_unchanged_toast_copied_from_full_old_row_or_none_and_tagged() -> None:
     big = "y" * 5000
-    full = make(ORDERS, identity="f")
+    full = keyed_table(ORDERS, identity="f")
     record = one(
         DtsAvroEncoder(),
-        ev(
+        event(
             Op.UPDATE,
             full,
             {"id": "1", "note": big, "amount": "1"},
@@ -532,17 +471,17 @@ def test_unchanged_toast_copied_from_full_old_row_or_none_and_tagged() -> None:
     )
     assert to_pg_text(record["afterImages"][1], "text") == big
     assert "walcast.unchanged_toast" not in record["tags"]
-    default = make(ORDERS)
+    default = keyed_table(ORDERS)
     record = one(
         DtsAvroEncoder(),
-        ev(Op.UPDATE, default, after={"id": "1", "note": UNCHANGED_TOAST, "amount": "2"}),
+        event(Op.UPDATE, default, after={"id": "1", "note": UNCHANGED_TOAST, "amount": "2"}),
     )
     assert record["afterImages"][1] == (NS + "EmptyObject", "NONE")
     assert record["tags"]["walcast.unchanged_toast"] == '["note"]'
 
 
 def test_truncate_is_a_ddl_record_with_the_statement() -> None:
-    table = make(ORDERS, name='we"ird')
+    table = keyed_table(ORDERS, name='we"ird')
     enc = DtsAvroEncoder(FormatOptions(database="db"))
     [message] = enc.change(
         ChangeEvent(Op.TRUNCATE, table, None, None, 700, LSN, TS, 1, truncate_options=3)
@@ -560,13 +499,13 @@ def test_truncate_is_a_ddl_record_with_the_statement() -> None:
 
 
 def test_ids_follow_the_commit_lsn_and_never_go_back() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     enc = DtsAvroEncoder()
     ids = []
     for lsn, n in ((1000, 3), (1002, 4), (5000, 1)):
         enc.begin(TransactionBegin(700, lsn, TS, n))
         ids += [
-            one(enc, ev(Op.INSERT, table, after={"id": str(o)}, ordinal=o, lsn=lsn))["id"]
+            one(enc, event(Op.INSERT, table, after={"id": str(o)}, ordinal=o, commit_lsn=lsn))["id"]
             for o in range(1, n + 1)
         ]
         enc.commit(TransactionCommit(700, lsn, lsn + 50, TS, n))
@@ -574,11 +513,11 @@ def test_ids_follow_the_commit_lsn_and_never_go_back() -> None:
 
 
 def test_transaction_records_are_off_by_default_and_can_be_enabled() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     assert DtsAvroEncoder().begin(TransactionBegin(700, LSN, TS, 1)) == []
     enc = DtsAvroEncoder(FormatOptions(settings={"dts-avro.transaction_records": "true"}))
     [begin] = enc.begin(TransactionBegin(700, LSN, TS, 1))
-    change = one(enc, ev(Op.INSERT, table, after={"id": "1"}))
+    change = one(enc, event(Op.INSERT, table, after={"id": "1"}))
     [commit] = enc.commit(TransactionCommit(700, LSN, LSN + 56, TS, 1))
     b, c = check(begin.value), check(commit.value)
     assert (b["operation"], c["operation"]) == ("BEGIN", "COMMIT")
@@ -620,11 +559,11 @@ def test_registry_and_tail_framing() -> None:
     enc = encoder_for("dts-avro")
     assert isinstance(enc, DtsAvroEncoder)
     assert enc.binary_output
-    table = make(ORDERS)
-    event = ev(Op.INSERT, table, after={"id": "1"})
-    [message] = DtsAvroEncoder().change(event)
+    table = keyed_table(ORDERS)
+    change = event(Op.INSERT, table, after={"id": "1"})
+    [message] = DtsAvroEncoder().change(change)
     line = enc.frame_for_tail(message)
-    assert line == enc.tail_lines(event)
+    assert line == enc.tail_lines(change)
     assert base64.b64decode(line.strip()) == message.value
 
 
@@ -639,28 +578,28 @@ def test_synthetic_stream_decodes_and_round_trips() -> None:
     produce(encoder, iter(items), messages.append)
     assert len(messages) == len(events)
     last_id = -1
-    for message, event in zip(messages, events, strict=True):
+    for message, change in zip(messages, events, strict=True):
         record = check(message.value)
         assert record["id"] > last_id
         last_id = record["id"]
         assert message.key == row_key(
-            event.table, event.before if event.op is Op.DELETE else event.after
+            change.table, change.before if change.op is Op.DELETE else change.after
         )
-        assert record["tags"]["walcast.commit_lsn"] == format_lsn(event.commit_lsn)
-        assert record["tags"]["walcast.ordinal"] == str(event.ordinal)
-        assert record["sourceTxid"] == str(event.xid)
-        table = event.table
+        assert record["tags"]["walcast.commit_lsn"] == format_lsn(change.commit_lsn)
+        assert record["tags"]["walcast.ordinal"] == str(change.ordinal)
+        assert record["sourceTxid"] == str(change.xid)
+        table = change.table
         types = [c.type_name for c in table.columns]
         for image, items_ in (
-            (event.before, record["beforeImages"]),
-            (event.after, record["afterImages"]),
+            (change.before, record["beforeImages"]),
+            (change.after, record["afterImages"]),
         ):
             if image is None:
-                if event.op is Op.UPDATE:  # no old image: key, then NONE
+                if change.op is Op.UPDATE:  # no old image: key, then NONE
                     got = [to_pg_text(i, t) for i, t in zip(items_, types, strict=True)]
                     for i, value in enumerate(got):
                         if i in table.key_indexes:
-                            assert value == event.after.text(i)
+                            assert value == change.after.text(i)
                         else:
                             assert value is NONE
                 else:
@@ -672,7 +611,7 @@ def test_synthetic_stream_decodes_and_round_trips() -> None:
                 if image.key_only and i not in table.key_indexes:
                     assert decoded is NONE
                 elif original is UNCHANGED_TOAST:
-                    before = event.before
+                    before = change.before
                     if before is not None and not before.key_only:
                         assert decoded == before.text(i)
                     else:
@@ -684,15 +623,6 @@ def test_synthetic_stream_decodes_and_round_trips() -> None:
 def test_golden_stream() -> None:
     """A fixed synthetic stream, base64 per line (WALCAST_UPDATE_GOLDEN=1 rewrites it)."""
     path = GOLDEN / "stream-seed7-count60-tables8.b64"
-    encoder = DtsAvroEncoder(format_options({}))
-    out: list[bytes] = []
-    produce(
-        encoder, generate(60, seed=7, tables=8), lambda m: out.append(encoder.frame_for_tail(m))
-    )
-    data = b"".join(out)
-    if os.environ.get("WALCAST_UPDATE_GOLDEN"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    assert data == path.read_bytes()
+    data = assert_golden_stream(DtsAvroEncoder(format_options({})), path)
     for line in data.splitlines():
         check(base64.b64decode(line))

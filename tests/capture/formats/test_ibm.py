@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import struct
 from pathlib import Path
@@ -17,7 +16,6 @@ from hypothesis import strategies as st
 from capture.errors import ConfigError
 from capture.events import (
     ChangeEvent,
-    Image,
     Op,
     Table,
     TransactionBegin,
@@ -36,83 +34,16 @@ from capture.formats.ibm import (
     split_records,
 )
 from capture.lsn import parse_lsn
-from capture.pgoutput.decoder import PgOutputDecoder
-from capture.pgoutput.messages import UNCHANGED_TOAST, TupleData
-from capture.relcache import RelationCache
-from capture.teststream import (
-    TYPE_OIDS,
-    build_tables,
-    generate,
-    produce,
-    relation_message,
-    table_specs,
-)
-from tests.support.events import commit_ts
+from capture.pgoutput.messages import UNCHANGED_TOAST
+from capture.teststream import build_tables, generate, produce, table_specs
+from tests.support.events import commit_ts, event, keyed_table
+from tests.support.formats import assert_golden_stream
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "formats" / "ibm"
 WHEN = dt.datetime(2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC)
 TS = commit_ts(WHEN)
 LSN = parse_lsn("0/16B3748")
 NUMERIC_12_2 = ((12 << 16) | 2) + 4
-_next_relid = [50000]
-
-
-def make(
-    columns: list[tuple[str, str, bool]],
-    identity: str = "d",
-    name: str = "orders",
-    schema: str = "public",
-    typmods: dict[str, int] | None = None,
-) -> Table:
-    """A real Table: Relation bytes through the decoder and RelationCache."""
-    _next_relid[0] += 1
-    full = identity == "f"
-    data = relation_message(
-        _next_relid[0],
-        schema,
-        name,
-        identity,
-        [
-            (col, TYPE_OIDS[typ], (typmods or {}).get(col, -1), full or key)
-            for col, typ, key in columns
-        ],
-    )
-    message = PgOutputDecoder(1).decode(data)
-    keys = {name: tuple(c for c, _, k in columns if k)} if full else {}
-    cache = RelationCache(key_resolver=lambda _o, _s, t: keys.get(t))
-    return cache.apply_relation(message)  # type: ignore[arg-type]
-
-
-def img(table: Table, values: dict, *, key_only: bool = False, binary: set[str] = frozenset()):
-    raw, kinds = [], bytearray()
-    for col in table.columns:
-        v = values.get(col.name)
-        if v is None:
-            raw.append(None)
-            kinds.append(ord("n"))
-        elif v is UNCHANGED_TOAST:
-            raw.append(UNCHANGED_TOAST)
-            kinds.append(ord("u"))
-        elif col.name in binary:
-            raw.append(v)
-            kinds.append(ord("b"))
-        else:
-            raw.append(v.encode())
-            kinds.append(ord("t"))
-    return Image(table, TupleData(bytes(kinds), tuple(raw)), key_only=key_only)
-
-
-def ev(op, table, before=None, after=None, *, key_only=False, ordinal=1, xid=700, lsn=LSN, ts=TS):
-    return ChangeEvent(
-        op,
-        table,
-        img(table, before, key_only=key_only) if before is not None else None,
-        img(table, after) if after is not None else None,
-        xid,
-        lsn,
-        ts,
-        ordinal,
-    )
 
 
 def encode_txn(encoder, events, *, xid=700, lsn=LSN, ts=TS):
@@ -134,10 +65,10 @@ ORDERS = [("id", "int8", True), ("note", "text", False), ("amount", "numeric", F
 
 
 def test_insert_record_matches_the_documented_layout() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     [message] = encode_txn(
         IbmDelimitedEncoder(),
-        [ev(Op.INSERT, table, after={"id": "1", "note": "hi", "amount": "9.50"})],
+        [event(Op.INSERT, table, after={"id": "1", "note": "hi", "amount": "9.50"})],
     )
     assert message.value == (
         b'10,"IBM","2024123","181729123456","public","orders","ISRT",'
@@ -151,11 +82,11 @@ def test_insert_record_matches_the_documented_layout() -> None:
 
 
 def test_header_has_twelve_fields_then_before_and_after_values() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     [message] = encode_txn(
         IbmDelimitedEncoder(),
         [
-            ev(
+            event(
                 Op.UPDATE,
                 table,
                 {"id": "1", "note": "a", "amount": "1"},
@@ -192,10 +123,10 @@ def test_header_has_twelve_fields_then_before_and_after_values() -> None:
     ],
 )
 def test_date_and_time_are_the_commit_time(when: dt.datetime, date: str, time: str) -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     ts = commit_ts(when)
     [message] = encode_txn(
-        IbmDelimitedEncoder(), [ev(Op.INSERT, table, after={"id": "1"}, ts=ts)], ts=ts
+        IbmDelimitedEncoder(), [event(Op.INSERT, table, after={"id": "1"}, when=when)], ts=ts
     )
     fields = records(message.value)[0]
     assert fields[2:4] == [date, time]
@@ -225,19 +156,19 @@ def test_commit_lsn_groups_are_the_lsn_halves() -> None:
 
 
 def test_identifier_and_plan_name_settings() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     enc = IbmDelimitedEncoder(
         FormatOptions(settings={"ibm.identifier": 'WAL"CAST', "ibm.plan_name": "ASNQCAP"})
     )
-    [message] = encode_txn(enc, [ev(Op.INSERT, table, after={"id": "1"})])
+    [message] = encode_txn(enc, [event(Op.INSERT, table, after={"id": "1"})])
     assert b'"WAL""CAST"' in message.value
     assert records(message.value)[0][1] == 'WAL"CAST'
     assert records(message.value)[0][10] == "ASNQCAP"
 
 
 def test_owner_and_table_names_are_quoted_and_escaped() -> None:
-    table = make(ORDERS, schema='we"ird', name="a,b")
-    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.INSERT, table, after={"id": "1"})])
+    table = keyed_table(ORDERS, schema='we"ird', name="a,b")
+    [message] = encode_txn(IbmDelimitedEncoder(), [event(Op.INSERT, table, after={"id": "1"})])
     assert records(message.value)[0][4:6] == ['we"ird', "a,b"]
 
 
@@ -306,8 +237,8 @@ EXPECTED = {
 
 
 def test_every_family_renders_as_documented_and_round_trips() -> None:
-    table = make(ALL)
-    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.INSERT, table, after=VALUES)])
+    table = keyed_table(ALL)
+    [message] = encode_txn(IbmDelimitedEncoder(), [event(Op.INSERT, table, after=VALUES)])
     [fields] = records(message.value)
     after = dict(zip([c for c, _, _ in ALL], fields[12 + len(ALL) :], strict=True))
     assert fields[12 : 12 + len(ALL)] == [None] * len(ALL)
@@ -320,18 +251,18 @@ def test_every_family_renders_as_documented_and_round_trips() -> None:
 
 
 def test_null_is_an_empty_field_and_empty_string_is_two_delimiters() -> None:
-    table = make(
+    table = keyed_table(
         [("id", "int8", True), ("a", "text", False), ("b", "bytea", False), ("n", "int4", False)]
     )
     [message] = encode_txn(
-        IbmDelimitedEncoder(), [ev(Op.INSERT, table, after={"id": "1", "a": "", "b": "\\x"})]
+        IbmDelimitedEncoder(), [event(Op.INSERT, table, after={"id": "1", "a": "", "b": "\\x"})]
     )
     assert message.value.endswith(b',0000,,,,,1,"","",\n')
     assert records(message.value)[0][-4:] == ["1", "", "", None]
 
 
 def test_decimal_character_and_custom_delimiters() -> None:
-    table = make(ALL)
+    table = keyed_table(ALL)
     settings = {
         "ibm.column_delimiter": "|",
         "ibm.record_delimiter": "\\x1e",
@@ -340,7 +271,7 @@ def test_decimal_character_and_custom_delimiters() -> None:
     }
     enc = IbmDelimitedEncoder(FormatOptions(settings=settings))
     values = dict(VALUES, txt="it's | a ' test,\x1e", f8="0.5")
-    [message] = encode_txn(enc, [ev(Op.INSERT, table, after=values)])
+    [message] = encode_txn(enc, [event(Op.INSERT, table, after=values)])
     assert message.value.endswith(b"\x1e")
     parsed = records(
         message.value, column_delimiter="|", record_delimiter="\x1e", string_delimiter="'"
@@ -356,7 +287,7 @@ def test_decimal_character_and_custom_delimiters() -> None:
 
 
 def test_binary_mode_values_render_like_text_mode() -> None:
-    table = make(
+    table = keyed_table(
         [
             ("id", "int4", True),
             ("flag", "bool", False),
@@ -364,20 +295,12 @@ def test_binary_mode_values_render_like_text_mode() -> None:
             ("b", "bytea", False),
         ]
     )
-    text = ev(Op.INSERT, table, after={"id": "7", "flag": "f", "note": "x", "b": "\\x0001"})
-    binary = ChangeEvent(
+    text = event(Op.INSERT, table, after={"id": "7", "flag": "f", "note": "x", "b": "\\x0001"})
+    binary = event(
         Op.INSERT,
         table,
-        None,
-        img(
-            table,
-            {"id": struct.pack(">i", 7), "flag": b"\x00", "note": b"x", "b": b"\x00\x01"},
-            binary={"id", "flag", "note", "b"},
-        ),
-        700,
-        LSN,
-        TS,
-        1,
+        after={"id": struct.pack(">i", 7), "flag": b"\x00", "note": b"x", "b": b"\x00\x01"},
+        binary={"id", "flag", "note", "b"},
     )
     [a] = encode_txn(IbmDelimitedEncoder(), [text])
     [b] = encode_txn(IbmDelimitedEncoder(), [binary])
@@ -388,11 +311,11 @@ def test_binary_mode_values_render_like_text_mode() -> None:
 
 
 def test_insert_and_delete_leave_the_other_image_empty() -> None:
-    table = make(ORDERS, identity="f")
+    table = keyed_table(ORDERS, identity="f")
     row = {"id": "1", "note": "n", "amount": "2.00"}
     [message] = encode_txn(
         IbmDelimitedEncoder(),
-        [ev(Op.INSERT, table, after=row), ev(Op.DELETE, table, before=row, ordinal=2)],
+        [event(Op.INSERT, table, after=row), event(Op.DELETE, table, before=row, ordinal=2)],
     )
     ins, dele = records(message.value)
     assert ins[6] == "ISRT"
@@ -402,18 +325,20 @@ def test_insert_and_delete_leave_the_other_image_empty() -> None:
 
 
 def test_default_identity_update_without_old_image_repeats_the_key_only() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     [message] = encode_txn(
         IbmDelimitedEncoder(),
-        [ev(Op.UPDATE, table, after={"id": "5", "note": "new", "amount": "1.00"})],
+        [event(Op.UPDATE, table, after={"id": "5", "note": "new", "amount": "1.00"})],
     )
     assert records(message.value)[0][12:] == ["5", None, None, "5", "new", "1.00"]
 
 
 def test_key_only_old_image_gives_key_values_only() -> None:
-    table = make(ORDERS)
-    upd = ev(Op.UPDATE, table, {"id": "5"}, {"id": "6", "note": "x", "amount": "1"}, key_only=True)
-    dele = ev(Op.DELETE, table, {"id": "6"}, key_only=True, ordinal=2)
+    table = keyed_table(ORDERS)
+    upd = event(
+        Op.UPDATE, table, {"id": "5"}, {"id": "6", "note": "x", "amount": "1"}, before_key_only=True
+    )
+    dele = event(Op.DELETE, table, {"id": "6"}, before_key_only=True, ordinal=2)
     [message] = encode_txn(IbmDelimitedEncoder(), [upd, dele])
     first, second = records(message.value)
     assert first[12:] == ["5", None, None, "6", "x", "1"]
@@ -421,11 +346,11 @@ def test_key_only_old_image_gives_key_values_only() -> None:
 
 
 def test_full_identity_update_carries_the_whole_old_row() -> None:
-    table = make(ORDERS, identity="f")
+    table = keyed_table(ORDERS, identity="f")
     [message] = encode_txn(
         IbmDelimitedEncoder(),
         [
-            ev(
+            event(
                 Op.UPDATE,
                 table,
                 {"id": "1", "note": None, "amount": "1"},
@@ -437,35 +362,35 @@ def test_full_identity_update_carries_the_whole_old_row() -> None:
 
 
 def test_unchanged_toast_is_copied_from_a_full_old_row() -> None:
-    table = make(ORDERS, identity="f")
+    table = keyed_table(ORDERS, identity="f")
     big = "x" * 3000
     before = {"id": "1", "note": big, "amount": "1"}
     after = {"id": "1", "note": UNCHANGED_TOAST, "amount": "2"}
-    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.UPDATE, table, before, after)])
+    [message] = encode_txn(IbmDelimitedEncoder(), [event(Op.UPDATE, table, before, after)])
     fields = records(message.value)[0]
     assert fields[1] == "IBM"
     assert fields[12:] == ["1", big, "1", "1", big, "2"]
 
 
 def test_unchanged_toast_without_old_value_is_empty_and_flagged() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     after = {"id": "1", "note": UNCHANGED_TOAST, "amount": "2"}
-    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.UPDATE, table, after=after)])
+    [message] = encode_txn(IbmDelimitedEncoder(), [event(Op.UPDATE, table, after=after)])
     fields = records(message.value)[0]
     assert fields[1] == "IBM-INVALID-COLUMN-002A-NULL"
     assert fields[12:] == ["1", None, None, "1", None, "2"]
     custom = IbmDelimitedEncoder(FormatOptions(settings={"ibm.identifier": "PG"}))
-    [message] = encode_txn(custom, [ev(Op.UPDATE, table, after=after)])
+    [message] = encode_txn(custom, [event(Op.UPDATE, table, after=after)])
     assert records(message.value)[0][1] == "PG-INVALID-COLUMN-002A-NULL"
 
 
 def test_truncate_is_skipped_and_counted() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     enc = IbmDelimitedEncoder()
     truncate = ChangeEvent(Op.TRUNCATE, table, None, None, 700, LSN, TS, 1)
     assert encode_txn(enc, [truncate]) == []
     assert enc.skipped_truncates == 1
-    [message] = encode_txn(enc, [truncate, ev(Op.INSERT, table, after={"id": "1"}, ordinal=2)])
+    [message] = encode_txn(enc, [truncate, event(Op.INSERT, table, after={"id": "1"}, ordinal=2)])
     assert len(records(message.value)) == 1
     assert message.ordinal == 2
 
@@ -475,7 +400,7 @@ def test_truncate_is_skipped_and_counted() -> None:
 
 def _big_txn(table: Table, n: int) -> list[ChangeEvent]:
     return [
-        ev(
+        event(
             Op.INSERT,
             table,
             after={"id": str(i), "note": "n" * (i % 50), "amount": "1.00"},
@@ -486,7 +411,7 @@ def _big_txn(table: Table, n: int) -> list[ChangeEvent]:
 
 
 def test_a_transaction_that_fits_is_one_message_numbered_0000() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     messages = encode_txn(IbmDelimitedEncoder(), _big_txn(table, 20))
     assert len(messages) == 1
     assert {r[11] for r in records(messages[0].value)} == {"0000"}
@@ -494,7 +419,7 @@ def test_a_transaction_that_fits_is_one_message_numbered_0000() -> None:
 
 @pytest.mark.parametrize("limit", [256, 1000, 4096])
 def test_large_transactions_are_segmented_at_record_boundaries(limit: int) -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     events = _big_txn(table, 200)
     whole = b"".join(m.value for m in encode_txn(IbmDelimitedEncoder(), events))
     enc = IbmDelimitedEncoder(FormatOptions(settings={"ibm.max_message_size": str(limit)}))
@@ -521,12 +446,12 @@ def test_large_transactions_are_segmented_at_record_boundaries(limit: int) -> No
 
 
 def test_a_record_larger_than_the_limit_travels_alone() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     enc = IbmDelimitedEncoder(FormatOptions(settings={"ibm.max_message_size": "256"}))
     events = [
-        ev(Op.INSERT, table, after={"id": "1"}, ordinal=1),
-        ev(Op.INSERT, table, after={"id": "2", "note": "x" * 1000}, ordinal=2),
-        ev(Op.INSERT, table, after={"id": "3"}, ordinal=3),
+        event(Op.INSERT, table, after={"id": "1"}, ordinal=1),
+        event(Op.INSERT, table, after={"id": "2", "note": "x" * 1000}, ordinal=2),
+        event(Op.INSERT, table, after={"id": "3"}, ordinal=3),
     ]
     messages = encode_txn(enc, events)
     assert [len(records(m.value)) for m in messages] == [1, 1, 1]
@@ -542,10 +467,10 @@ def test_segment_numbers_wrap_after_9999_and_never_reuse_0000() -> None:
 
 
 def test_flush_sends_pending_records_as_a_non_final_segment() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     enc = IbmDelimitedEncoder()
     enc.begin(TransactionBegin(700, LSN, TS, 3))
-    assert enc.change(ev(Op.INSERT, table, after={"id": "1"})) == []
+    assert enc.change(event(Op.INSERT, table, after={"id": "1"})) == []
     [message] = enc.flush()
     assert records(message.value)[0][11] == "0001"
     assert enc.flush() == []
@@ -556,16 +481,16 @@ def test_empty_transaction_sends_nothing() -> None:
 
 
 def test_changes_without_begin_and_commit_are_grouped_per_transaction() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     enc = IbmDelimitedEncoder()
-    assert enc.change(ev(Op.INSERT, table, after={"id": "1"}, xid=1, lsn=100)) == []
-    [first] = enc.change(ev(Op.INSERT, table, after={"id": "2"}, xid=2, lsn=200))
+    assert enc.change(event(Op.INSERT, table, after={"id": "1"}, xid=1, commit_lsn=100)) == []
+    [first] = enc.change(event(Op.INSERT, table, after={"id": "2"}, xid=2, commit_lsn=200))
     assert first.xid == 1
     assert records(first.value)[0][11] == "0000"
 
 
 def test_frame_for_tail_prints_one_line_per_record() -> None:
-    table = make(ORDERS)
+    table = keyed_table(ORDERS)
     enc = IbmDelimitedEncoder()
     [message] = encode_txn(enc, _big_txn(table, 5))
     framed = enc.frame_for_tail(message)
@@ -620,7 +545,7 @@ def test_registry_name() -> None:
 
 
 def test_layout_record_describes_the_fields() -> None:
-    table = make(
+    table = keyed_table(
         [("id", "int8", True), ("amount", "numeric", False), ("code", "varchar", False)],
         typmods={"amount": NUMERIC_12_2, "code": 24},
     )
@@ -642,10 +567,10 @@ def test_layout_record_describes_the_fields() -> None:
 
 
 def test_layout_version_is_stable_and_changes_with_the_layout() -> None:
-    a = layout_record(make(ORDERS))
-    b = layout_record(make(ORDERS))
-    c = layout_record(make([*ORDERS, ("extra", "text", False)]))
-    d = layout_record(make(ORDERS, identity="f"))
+    a = layout_record(keyed_table(ORDERS))
+    b = layout_record(keyed_table(ORDERS))
+    c = layout_record(keyed_table([*ORDERS, ("extra", "text", False)]))
+    d = layout_record(keyed_table(ORDERS, identity="f"))
     assert a["version"] == b["version"]
     assert a["relation_id"] != b["relation_id"]
     assert len({a["version"], c["version"], d["version"]}) == 3
@@ -721,16 +646,7 @@ def test_synthetic_stream_round_trips_record_by_record() -> None:
 def test_golden_stream() -> None:
     """A fixed synthetic stream, byte for byte (WALCAST_UPDATE_GOLDEN=1 rewrites it)."""
     path = GOLDEN / "stream-seed7-count60-tables8.txt"
-    encoder = IbmDelimitedEncoder(FormatOptions(database="shop"))
-    out: list[bytes] = []
-    produce(
-        encoder, generate(60, seed=7, tables=8), lambda m: out.append(encoder.frame_for_tail(m))
-    )
-    data = b"".join(out)
-    if os.environ.get("WALCAST_UPDATE_GOLDEN"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    assert data == path.read_bytes()
+    assert_golden_stream(IbmDelimitedEncoder(FormatOptions(database="shop")), path)
 
 
 # --------------------------------------------------------------------------- documentation
@@ -741,8 +657,8 @@ LAYOUT_JSON = Path(__file__).resolve().parents[3] / "schemas" / "ibm-delimited.l
 def test_machine_readable_layout_matches_the_encoder() -> None:
     doc = json.loads(LAYOUT_JSON.read_text())
     assert [h["name"] for h in doc["header"]] == list(HEADER_FIELDS)
-    table = make(ALL)
-    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.UPDATE, table, after=VALUES)])
+    table = keyed_table(ALL)
+    [message] = encode_txn(IbmDelimitedEncoder(), [event(Op.UPDATE, table, after=VALUES)])
     [fields] = records(message.value)
     for spec, value in zip(doc["header"], fields[:12], strict=True):
         if value is not None:
@@ -777,12 +693,12 @@ def test_layout_record_of_synthetic_tables_validates() -> None:
 
 
 def test_zero_column_tables_and_escape_format_bytea() -> None:
-    empty = make([])
-    [message] = encode_txn(IbmDelimitedEncoder(), [ev(Op.INSERT, empty, after={})])
+    empty = keyed_table([])
+    [message] = encode_txn(IbmDelimitedEncoder(), [event(Op.INSERT, empty, after={})])
     assert message.value.endswith(b",,0000\n")
     assert len(records(message.value)[0]) == 12 == layout_record(empty)["field_count"]
-    table = make([("id", "int8", True), ("b", "bytea", False)])
+    table = keyed_table([("id", "int8", True), ("b", "bytea", False)])
     [message] = encode_txn(
-        IbmDelimitedEncoder(), [ev(Op.INSERT, table, after={"id": "1", "b": "a\\000\\\\"})]
+        IbmDelimitedEncoder(), [event(Op.INSERT, table, after={"id": "1", "b": "a\\000\\\\"})]
     )
     assert records(message.value)[0][-1] == "61005C"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,65 +15,25 @@ import orjson
 import pytest
 
 from capture.errors import ConfigError
-from capture.events import ChangeEvent, Op, Table, TransactionBegin, TransactionCommit
+from capture.events import ChangeEvent, Op, TransactionBegin, TransactionCommit
 from capture.formats import encoder_for, format_class
 from capture.formats._common import row_key
-from capture.formats.base import EncodedMessage, FormatOptions
+from capture.formats.base import FormatOptions
 from capture.formats.qlik import QlikEncoder
-from capture.pgoutput.decoder import PgOutputDecoder
 from capture.pgoutput.messages import UNCHANGED_TOAST
-from capture.relcache import RelationCache
-from tests.support import wire
-from tests.support.events import TYPE_OIDS, event, make_table
+from tests.support.events import event, make_table, table_with
+from tests.support.formats import DELIMITERS, encode_transaction, orders_tables
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = REPO / "tests" / "data" / "formats" / "qlik"
 SCHEMA = json.loads((REPO / "schemas" / "qlik.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+encode = partial(encode_transaction, validator=VALIDATOR)
 ENVELOPE = ["magic", "type", "headers", "messageSchemaId", "messageSchema", "message"]
 HEADERS = [
     "operation", "changeSequence", "timestamp", "streamPosition", "transactionId", "changeMask",
     "columnMask", "transactionEventCounter", "transactionLastEvent",
 ]  # fmt: skip
-DELIMITERS = "a,b;c|d\te\nf\rg\"h'i\\j`k{l}m[n]o:p/q<r>s=t&u%v#w@x!y~z^ \x01\x1f\x7f é €中😀"
-_oid = [54000]
-
-
-def table_with(
-    schema: str,
-    name: str,
-    columns: list[tuple[str, str, bool, int]],
-    identity: str = "d",
-    pk: tuple[str, ...] | None = None,
-    relation_id: int | None = None,
-) -> Table:
-    """A Table with type modifiers (and a catalog primary key for REPLICA IDENTITY FULL)."""
-    if relation_id is None:
-        _oid[0] += 1
-        relation_id = _oid[0]
-    flags = [(1 if key else 0, col, TYPE_OIDS[typ], mod) for col, typ, key, mod in columns]
-    message = PgOutputDecoder(1).decode(wire.relation(relation_id, schema, name, flags, identity))
-    cache = RelationCache(key_resolver=(lambda *_: pk) if pk else None)
-    return cache.apply_relation(message)  # type: ignore[arg-type]
-
-
-def encode(
-    encoder: QlikEncoder, events: list[ChangeEvent], count: int | None = -1
-) -> list[EncodedMessage]:
-    """One transaction through the encoder (count -1: the real size; None: unknown)."""
-    first = events[0]
-    n = len(events) if count == -1 else count
-    out = encoder.encode(TransactionBegin(first.xid, first.commit_lsn, first.commit_ts, n))
-    for ev in events:
-        out += encoder.encode(ev)
-    out += encoder.encode(
-        TransactionCommit(
-            first.xid, first.commit_lsn, first.commit_lsn + 64, first.commit_ts, len(events)
-        )
-    )
-    for message in out:
-        VALIDATOR.validate(orjson.loads(message.value))
-    return out
 
 
 def data_messages(events: list[ChangeEvent], **settings: Any) -> list[dict[str, Any]]:
@@ -93,18 +54,7 @@ def ordinals(mask: str) -> set[int]:
     return {n for n in range(1, len(raw) * 8 + 1) if raw[(n - 1) // 8] >> ((n - 1) % 8) & 1}
 
 
-ORDERS = make_table(
-    "public",
-    "orders",
-    [("id", "int4", True), ("note", "varchar", False), ("qty", "int8", False)],
-)
-ORDERS_FULL = table_with(
-    "public",
-    "orders",
-    [("id", "int4", True, -1), ("note", "varchar", True, -1), ("qty", "int8", True, -1)],
-    identity="f",
-    pk=("id",),
-)
+ORDERS, ORDERS_FULL = orders_tables("varchar")
 
 
 # ------------------------------------------------------------------ registry, schema

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import re
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,59 +15,24 @@ import orjson
 import pytest
 
 from capture.errors import ConfigError, WalcastError
-from capture.events import ChangeEvent, Op, Table, TransactionBegin, TransactionCommit
+from capture.events import ChangeEvent, Op, TransactionBegin
 from capture.formats import encoder_for, format_class
 from capture.formats._common import row_key
-from capture.formats.base import EncodedMessage, FormatOptions
+from capture.formats.base import FormatOptions
 from capture.formats.shareplex import ShareplexEncoder, TransactionSizeError
-from capture.pgoutput.decoder import PgOutputDecoder
 from capture.pgoutput.messages import UNCHANGED_TOAST
-from capture.relcache import RelationCache
-from tests.support import wire
-from tests.support.events import TYPE_OIDS, event, make_table
+from tests.support.events import event, make_table, table_with
+from tests.support.formats import DELIMITERS, encode_transaction, orders_tables
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = REPO / "tests" / "data" / "formats" / "shareplex"
 SCHEMA = json.loads((REPO / "schemas" / "shareplex.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+encode = partial(encode_transaction, validator=VALIDATOR)
 SECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
 META_KEYS = [
     "time", "userid", "op", "scn", "rowid", "trans", "seq", "size", "table", "idx", "posttime",
 ]  # fmt: skip
-DELIMITERS = "a,b;c|d\te\nf\rg\"h'i\\j`k{l}m[n]o:p/q<r>s=t&u%v#w@x!y~z^ \x01\x1f\x7f é €中😀"
-_oid = [52000]
-
-
-def table_with(
-    schema: str,
-    name: str,
-    columns: list[tuple[str, str, bool, int]],
-    identity: str = "d",
-    pk: tuple[str, ...] | None = None,
-) -> Table:
-    """A Table with type modifiers (and a catalog primary key for REPLICA IDENTITY FULL)."""
-    _oid[0] += 1
-    flags = [(1 if key else 0, col, TYPE_OIDS[typ], mod) for col, typ, key, mod in columns]
-    message = PgOutputDecoder(1).decode(wire.relation(_oid[0], schema, name, flags, identity))
-    cache = RelationCache(key_resolver=(lambda *_: pk) if pk else None)
-    return cache.apply_relation(message)  # type: ignore[arg-type]
-
-
-def encode(
-    encoder: ShareplexEncoder, events: list[ChangeEvent], count: int | None = None
-) -> list[EncodedMessage]:
-    """One transaction through the encoder; every message is checked against the schema."""
-    first = events[0]
-    n = len(events) if count is None else count
-    out = encoder.encode(TransactionBegin(first.xid, first.commit_lsn, first.commit_ts, n))
-    for ev in events:
-        out += encoder.encode(ev)
-    out += encoder.encode(
-        TransactionCommit(first.xid, first.commit_lsn, first.commit_lsn + 64, first.commit_ts, n)
-    )
-    for message in out:
-        VALIDATOR.validate(orjson.loads(message.value))
-    return out
 
 
 def docs(events: list[ChangeEvent], count: int | None = None, **settings: Any) -> list[dict]:
@@ -79,18 +45,7 @@ def one(ev: ChangeEvent, **settings: Any) -> dict[str, Any]:
     return doc
 
 
-ORDERS = make_table(
-    "public",
-    "orders",
-    [("id", "int4", True), ("note", "text", False), ("qty", "int8", False)],
-)
-ORDERS_FULL = table_with(
-    "public",
-    "orders",
-    [("id", "int4", True, -1), ("note", "text", True, -1), ("qty", "int8", True, -1)],
-    identity="f",
-    pk=("id",),
-)
+ORDERS, ORDERS_FULL = orders_tables()
 MIO_LOG_COLUMNS = ["MIO_LOG_ID", "PLNMIO_REC_ID", "POL_CODE", "CNTR_TYPE", "CNTR_NO", "CG_NO"]
 MIO_LOG = table_with(
     "CL_BIZ1",
