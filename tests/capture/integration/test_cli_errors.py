@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -13,6 +18,7 @@ import pytest
 from tests.support import scenario as sc
 
 pytestmark = pytest.mark.integration
+SERVICES = sc.REPO / "scripts" / "local-services"
 
 
 def assert_one_line_error(done: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -125,3 +131,38 @@ def test_proto_version_too_new_for_server(pg_dsn: str, names) -> None:
         pytest.skip("the server supports every protocol version")  # not silent: reported by -ra
     done = tail(pg_dsn, slot, pub, "--proto-version", "4", "--create-slot", "--create-publication")
     assert_one_line_error(done, "--proto-version 4 needs PostgreSQL 16", "--proto-version 3")
+
+
+@pytest.fixture(scope="module")
+def replica_level_dsn():
+    """A second, real server with wal_level=replica (its own state dir, stopped after).
+
+    The state dir is made with mkdtemp (pytest's tmp dirs are private to root, and the
+    server runs as another OS user).
+    """
+    state = tempfile.mkdtemp(prefix="walcast-replica-pg-")
+    Path(state).chmod(0o755)
+    env = {**os.environ, "WALCAST_SERVICES_DIR": str(state), "WALCAST_PG_WAL_LEVEL": "replica"}
+    env.pop("WALCAST_PG_PORT", None)
+    started = subprocess.run(
+        [str(SERVICES), "start", "pg"], capture_output=True, text=True, env=env, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    dsn = next(
+        shlex.split(line.partition("=")[2])[0]
+        for line in started.stdout.splitlines()
+        if line.startswith("export WALCAST_TEST_DSN=")
+    )
+    yield dsn
+    subprocess.run([str(SERVICES), "stop", "pg"], capture_output=True, env=env, check=False)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def test_wal_level_replica(replica_level_dsn: str, names) -> None:
+    slot, pub = names
+    done = tail(replica_level_dsn, slot, pub, "--create-slot", "--create-publication")
+    assert_one_line_error(
+        done, "wal_level is 'replica'", "logical replication needs wal_level=logical",
+        "ALTER SYSTEM SET wal_level = logical",
+    )  # fmt: skip
