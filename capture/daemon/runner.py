@@ -77,6 +77,9 @@ class _Output:
     config: OutputConfig
     encoder: Encoder
     topics: dict[tuple[str | None, str | None], str] = field(default_factory=dict)
+    messages: int = 0
+    """Messages produced since the metrics were last updated (kept off the hot path)."""
+    bytes: int = 0
 
     def topic(self, message: EncodedMessage, database: str) -> str:
         key = (message.schema, message.table)
@@ -113,6 +116,7 @@ class Daemon:
         self._acked = 0
         self._last_commit_ts: dict[int, int] = {}
         self._paused = False
+        self._changes = 0
         self._last_table: Table | None = None
         self._published_layouts: dict[str, object] = {}
         """schema.table → version of the layout last published (a new Relation message
@@ -222,6 +226,7 @@ class Daemon:
             self._serve_deliveries(0.2)
             source.stream.maybe_send_status()
         self._acknowledge(source)
+        self._count(outputs)
         undelivered = len(self.producer)
         source.close()
         log.info(
@@ -243,7 +248,7 @@ class Daemon:
     ) -> None:
         tracker = self.tracker
         if type(item) is ChangeEvent:
-            self.metrics.changes.inc()
+            self._changes += 1
             if item.table is not self._last_table:
                 self._publish_layout(item.table)
             txn = tracker.current
@@ -344,7 +349,6 @@ class Daemon:
         producer = self.producer
         assert producer is not None
         callback = txn.delivered if txn is not None else None
-        fmt = output.config.format
         for message in messages:
             topic = output.topic(message, database)
             headers = message.kafka_headers()
@@ -363,8 +367,8 @@ class Daemon:
                     raise self._rejected(exc.args[0], message, topic) from None
             if txn is not None:
                 txn.outstanding += 1
-            self.metrics.messages.labels(fmt).inc()
-            self.metrics.bytes.labels(fmt).inc(len(message.value))
+            output.messages += 1
+            output.bytes += len(message.value)
 
     def _backpressure(self, source: ChangeSource) -> None:
         """The producer queue is full: serve deliveries, keep the walsender alive."""
@@ -432,6 +436,7 @@ class Daemon:
     def _after_batch(self, source: ChangeSource, outputs: list[_Output], database: str) -> None:
         self._serve_deliveries(0)
         self._acknowledge(source)
+        self._count(outputs)
         now = time.monotonic()
         interval = self.config.heartbeat_interval
         if interval and now - self._last_heartbeat >= interval:
@@ -440,6 +445,17 @@ class Daemon:
         if now - self._last_refresh >= METRICS_REFRESH:
             self._last_refresh = now
             self._refresh_metrics(source)
+
+    def _count(self, outputs: list[_Output]) -> None:
+        """Move the hot path's plain counters into the Prometheus metrics."""
+        if self._changes:
+            self.metrics.changes.inc(self._changes)
+            self._changes = 0
+        for output in outputs:
+            if output.messages:
+                self.metrics.messages.labels(output.config.format).inc(output.messages)
+                self.metrics.bytes.labels(output.config.format).inc(output.bytes)
+                output.messages = output.bytes = 0
 
     def _heartbeat(self, source: ChangeSource, outputs: list[_Output], database: str) -> None:
         """Emit a heartbeat: a logical message, and each format's own heartbeat record.

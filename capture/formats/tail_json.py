@@ -43,7 +43,7 @@ def image_texts(image: Image | None) -> dict[str, Any] | None:
     kinds = image.tuple.kinds
     if not image.key_only and kinds.count(_TEXT) == len(kinds):
         # Every column sent as text and none NULL/unchanged: all in C.
-        return dict(zip(names, map(bytes.decode, values), strict=True))  # type: ignore[arg-type]
+        return dict(zip(names, map(bytes.decode, values), strict=False))  # type: ignore[arg-type]
     out: dict[str, Any] = {}
     for i in image.present_indexes():
         raw = values[i]

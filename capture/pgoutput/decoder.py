@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from typing import Final
@@ -146,35 +147,57 @@ def _tuple(
     size = len(buf)
     values: list[bytes | UnchangedToast | None] = []
     append = values.append
+    special: list[tuple[int, int]] | None = None
+    """(column, kind) of every column not sent as text; None while all are text."""
     i = -1
     try:
         (ncols,) = _unpack_i16(buf, pos)
         if ncols < 0:
             raise _Fail(pos, f"negative TupleData column count {ncols}")
         pos += 2
-        kinds = bytearray(ncols)
         for i in range(ncols):
             kind = buf[pos]
-            kinds[i] = kind
             pos += 1
-            if kind == 116 or kind == 98:  # noqa: PLR1714 - 't'/'b', literals on the hot path
-                (length,) = _unpack_i32(buf, pos)
-                pos += 4
-                end = pos + length
-                if length < 0 or end > size:
-                    raise _Fail(pos - 4, f"column {i} length {length} exceeds the message")
-                append(buf[pos:end])
-                pos = end
-            elif kind == 110:  # 'n'
-                append(None)
-            elif kind == 117:  # 'u'
-                append(_unchanged)
-            else:
-                raise _Fail(pos - 1, f"unknown TupleData column kind 0x{kind:02x} in column {i}")
+            if kind != 116:  # not 't'
+                if special is None:
+                    special = []
+                special.append((i, kind))
+                if kind == 110:  # 'n'
+                    append(None)
+                    continue
+                if kind == 117:  # 'u'
+                    append(_unchanged)
+                    continue
+                if kind != 98:  # 'b'
+                    raise _Fail(
+                        pos - 1, f"unknown TupleData column kind 0x{kind:02x} in column {i}"
+                    )
+            (length,) = _unpack_i32(buf, pos)
+            pos += 4
+            end = pos + length
+            if length < 0 or end > size:
+                raise _Fail(pos - 4, f"column {i} length {length} exceeds the message")
+            append(buf[pos:end])
+            pos = end
     except (IndexError, struct.error):
         what = "column count" if i < 0 and pos == start else f"column {max(i, 0)}"
         raise _Fail(pos, f"truncated: TupleData {what}") from None
-    return _tuple_data(bytes(kinds), tuple(values)), pos
+    return _tuple_data(_kinds(ncols, special), tuple(values)), pos
+
+
+@functools.cache
+def _all_text(ncols: int) -> bytes:
+    return b"t" * ncols
+
+
+def _kinds(ncols: int, special: list[tuple[int, int]] | None) -> bytes:
+    """The kind byte of every column: 't' except where ``special`` says otherwise."""
+    if special is None:
+        return _all_text(ncols)
+    kinds = bytearray(_all_text(ncols))
+    for index, kind in special:
+        kinds[index] = kind
+    return bytes(kinds)
 
 
 class PgOutputDecoder:

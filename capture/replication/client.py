@@ -33,6 +33,8 @@ from capture.replication.protocol import (
 from capture.replication.setup import connect
 
 DEFAULT_STATUS_INTERVAL: Final = 10.0
+ACK_STATUS_INTERVAL: Final = 1.0
+"""Minimum seconds between status updates sent because the acknowledged LSN moved."""
 _XLOG_HEADER_UNPACK: Final = struct.Struct(">QQq").unpack_from
 
 
@@ -196,8 +198,15 @@ class ReplicationStream:
         self.acked_lsn = max(lsn, self.acked_lsn)
 
     def maybe_send_status(self) -> None:
-        """Send a status update if the interval has passed."""
-        if time.monotonic() - self._last_status >= self.status_interval:
+        """Send a status update when the interval has passed or the acknowledgement moved.
+
+        A moved acknowledgement is sent at most once per :data:`ACK_STATUS_INTERVAL`, so
+        the slot releases WAL promptly without a status update per transaction.
+        """
+        elapsed = time.monotonic() - self._last_status
+        if elapsed >= self.status_interval or (
+            self.acked_lsn != self._sent_ack and elapsed >= ACK_STATUS_INTERVAL
+        ):
             self.send_status()
 
     def send_status(self, *, reply: bool = False) -> None:
