@@ -1,0 +1,222 @@
+"""The interface every format parser implements, and the helpers they share.
+
+A parser turns a DataFrame of Kafka records (``key, value, topic, partition, offset,
+timestamp``) into one row per record with the columns of
+:data:`pipeline.model.MESSAGE`:
+
+* the Kafka position and raw bytes (kept for the quarantine);
+* ``error`` / ``error_detail``: set when the whole message cannot be read (malformed
+  JSON, wrong Avro bytes, …); such a message has no changes;
+* ``changes``: the row changes it carries, each a :data:`pipeline.model.CHANGE` struct
+  (a change may carry its own ``error``, e.g. an IBM record of a table without layout);
+  an empty array for control messages (heartbeats, transaction markers);
+* ``record_index``/``sort_key``: a parser may return one row per record of a
+  multi-record message (IBM) instead of a ``changes`` array; ``sort_key`` orders rows
+  within a partition (offset x :data:`SORT_SPAN` + record index);
+* sequencing hints for :mod:`pipeline.sequencing`: ``commit_lsn_num`` and
+  ``first_ordinal`` (the position of the first change), ``change_count``, ``segment``
+  (IBM segment number, else null) and ``pair_role``/``pair_key`` (DataWorks split
+  updates, else null).
+
+Invariants every parser keeps: it is built from Spark native functions only (no Python
+UDF); it never drops a record (one output row per input row); anything it cannot read
+is reported in ``error`` rather than raised; fields the format does not carry are null.
+"""
+
+# ruff: noqa: N812
+# (PySpark idioms: `functions as F`, `F.lit(True)`)
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline import pgtext
+from pipeline.layouts import column_types, latest_layouts
+from pipeline.model import CHANGE, MESSAGE
+
+SORT_SPAN = 1 << 20
+"""``sort_key`` = Kafka offset x SORT_SPAN + the record's index in its message."""
+
+ERR_MALFORMED = "malformed"
+"""The message cannot be decoded (bad JSON, bad Avro, bad delimited record)."""
+ERR_UNKNOWN_TABLE = "unknown_table"
+"""No layout is known for the change's table (or none with the record's field count)."""
+ERR_UNSUPPORTED = "unsupported"
+"""A message the normalized model cannot hold (DDL other than TRUNCATE, unknown op)."""
+ERR_REPLAY = "replay"
+"""A change already seen (same commit LSN and ordinal): dropped from the output."""
+ERR_ORPHAN = "orphan"
+"""Half of a split update whose other half never came."""
+
+
+class Parser(ABC):
+    """Base of every format parser; subclasses set ``name`` and implement :meth:`parse`."""
+
+    name: ClassVar[str]
+    needs_layouts: ClassVar[bool] = False
+    """The format cannot be read without layout records (IBM)."""
+    segmented: ClassVar[bool] = False
+    """Transactions may span several messages whose ordinals continue (IBM segments)."""
+    paired: ClassVar[bool] = False
+    """Updates may come as two messages (DataWorks ``UPDATE_BEFOR``/``UPDATE_AFTER``)."""
+    option_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        self.options: dict[str, str] = {}
+        for key, value in (options or {}).items():
+            if key not in self.option_names:
+                valid = ", ".join(self.option_names) or "none"
+                raise ValueError(f"{self.name}: unknown parser option {key!r}; valid: {valid}")
+            self.options[key] = value
+
+    @abstractmethod
+    def parse(self, records: DataFrame, layouts: DataFrame) -> DataFrame:
+        """Message rows (:data:`~pipeline.model.MESSAGE`) for ``records``.
+
+        ``layouts`` holds every known layout version (:func:`pipeline.layouts.read_layouts`;
+        possibly empty).
+        """
+
+
+# ------------------------------------------------------------------ building rows
+
+
+def null_of(name: str) -> Column:
+    """A typed null for the CHANGE field ``name``."""
+    return F.lit(None).cast(CHANGE[name].dataType)
+
+
+def change(**fields: Column | Any) -> Column:
+    """A CHANGE struct: the given fields (cast to their type), nulls for the rest."""
+    unknown = set(fields) - set(CHANGE.fieldNames())
+    if unknown:
+        raise ValueError(f"not CHANGE fields: {sorted(unknown)}")
+    cols = []
+    for f in CHANGE.fields:
+        value = fields.get(f.name)
+        if value is None:
+            col = null_of(f.name)
+        else:
+            col = (value if isinstance(value, Column) else F.lit(value)).cast(f.dataType)
+        cols.append(col.alias(f.name))
+    return F.struct(*cols)
+
+
+def message(**fields: Column | Any) -> list[Column]:
+    """The MESSAGE columns, from a DataFrame that still has the Kafka record columns."""
+    base: dict[str, Column] = {
+        "kafka_topic": F.col("topic"),
+        "kafka_partition": F.col("partition"),
+        "kafka_offset": F.col("offset"),
+        "kafka_timestamp": F.col("timestamp"),
+        "kafka_key": F.col("key"),
+        "kafka_value": F.col("value"),
+        "sort_key": F.col("offset") * F.lit(SORT_SPAN),
+        "record_index": F.lit(0),
+        "change_count": F.lit(1),
+    }
+    for key, value in fields.items():
+        base[key] = value if isinstance(value, Column) else F.lit(value)
+    out = []
+    for f in MESSAGE.fields:
+        col = base.get(f.name, F.lit(None))
+        out.append(col.cast(f.dataType).alias(f.name))
+    return out
+
+
+def single(ok: Column, the_change: Column) -> Column:
+    """``[the_change]`` when ``ok``, else an empty array."""
+    return F.when(ok, F.array(the_change)).otherwise(F.array().cast(MESSAGE["changes"].dataType))
+
+
+def no_changes() -> Column:
+    """An empty changes array."""
+    return F.array().cast(MESSAGE["changes"].dataType)
+
+
+# ------------------------------------------------------------------ layouts
+
+
+def attach_layout(df: DataFrame, layouts: DataFrame, schema: str, table: str) -> DataFrame:
+    """Add ``_layout`` (the newest layout of ``(df[schema], df[table])``, or null).
+
+    The layout set is small, so it is broadcast: no shuffle of ``df``.
+    """
+    latest = latest_layouts(layouts).select(
+        F.col("schema").alias("_l_schema"),
+        F.col("table").alias("_l_table"),
+        F.struct("version", "replica_identity", "primary_key", "field_count", "columns").alias(
+            "_layout"
+        ),
+    )
+    joined = df.join(
+        F.broadcast(latest),
+        (F.col(schema) == F.col("_l_schema")) & (F.col(table) == F.col("_l_table")),
+        "left",
+    )
+    return joined.drop("_l_schema", "_l_table")
+
+
+def layout_types(layout: Column) -> Column:
+    """``map<column, pg type>`` of a layout struct (null without a layout)."""
+    return F.when(layout.isNotNull(), column_types(layout["columns"]))
+
+
+def canonical_image(image: Column, types: Column, convert: Mapping[str, Any]) -> Column:
+    """Apply ``convert[type](value)`` to each value of ``image`` whose type is known.
+
+    ``types`` is a ``map<column, pg type>`` (may be null: the image is returned as is).
+    ``convert`` maps a PostgreSQL type name to a function of the value column.
+    """
+    if not convert:
+        return image
+
+    def per_value(key: Column, value: Column) -> Column:
+        kind = F.element_at(types, key)
+        expr = None
+        for type_name, fn in convert.items():
+            cond = kind == F.lit(type_name)
+            expr = F.when(cond, fn(value)) if expr is None else expr.when(cond, fn(value))
+        assert expr is not None
+        return F.when(value.isNull(), value).otherwise(expr.otherwise(value))
+
+    return F.when(types.isNull() | image.isNull(), image).otherwise(
+        F.transform_values(image, per_value)
+    )
+
+
+# ------------------------------------------------------------------ images
+
+
+def changed_between(before: Column, after: Column) -> Column:
+    """Columns of ``after`` whose value differs from a known value in ``before``."""
+    return F.map_keys(
+        F.map_filter(
+            after,
+            lambda k, v: F.map_contains_key(before, k) & ~F.element_at(before, k).eqNullSafe(v),
+        )
+    )
+
+
+def empty_names() -> Column:
+    """An empty ``array<string>``."""
+    return F.array().cast("array<string>")
+
+
+def names_of(image: Column) -> Column:
+    """The keys of an image (empty when null)."""
+    return F.coalesce(F.map_keys(image), empty_names())
+
+
+def lsn_fields(lsn_num: Column) -> dict[str, Column]:
+    """``commit_lsn`` and ``commit_lsn_num`` of a 64-bit LSN column."""
+    return {"commit_lsn": pgtext.lsn_text(lsn_num), "commit_lsn_num": lsn_num}
+
+
+def first_in_partition() -> Window:
+    """Window over one Kafka partition in offset order (for parsers needing neighbours)."""
+    return Window.partitionBy("topic", "partition").orderBy("offset")

@@ -1,0 +1,342 @@
+r"""``ibm``: IBM Q Replication Event Publishing, delimited messages.
+
+One Kafka message holds a transaction (or one segment of a large one) as records, each
+ending with the record delimiter (``schemas/ibm-delimited.md``). Parsed with Spark
+string functions only:
+
+* Records: ``regexp_extract_all`` with a quote-aware pattern (a record delimiter inside a
+  quoted value belongs to the value; only the string delimiter is escaped, by doubling).
+  A message whose records do not cover it entirely (unterminated quote, stray bytes) is
+  ``malformed``.
+* Fields: the 12 header fields, then the before value of every column, then the after
+  value of every column. An empty field is NULL, ``""`` the empty string.
+* Columns come from the table's layout record (:mod:`pipeline.layouts`): the newest
+  layout of ``schema.table`` whose ``field_count`` equals the record's field count. A
+  record without one goes to the quarantine as ``unknown_table`` (the rest of the
+  message is kept). Values are rewritten to PostgreSQL's text by the layout's
+  ``rendering``: bool ``1``/``0`` → ``t``/``f``, numbers with the decimal character →
+  ``.``, bytea hex → ``\x…``.
+* Before images: without REPLICA IDENTITY FULL only the key columns' before values are
+  known; empty non-key before fields are left out (unknown), not NULL. INSERT has no
+  before image, DELETE no after image.
+* ``<identifier>-INVALID-COLUMN-nnnX-NULL``: column ``nnn``'s value was not sent (X =
+  ``A`` after, ``B`` before): it is left out of that image, and for ``A`` listed in
+  ``unchanged_toast``. (The identifier names only the first such column.)
+* Positions: ``commit_lsn`` and ``transaction_identifier`` are hex numbers (walcast: the
+  LSN and the xid). The ordinal of a record is its position in its transaction: the
+  records of earlier segments of the same transaction count too, which
+  :mod:`pipeline.sequencing` adds (``segment`` tells it how messages chain).
+* Commit time: the ``date`` + ``time`` header fields (walcast puts the commit time there,
+  to the microsecond) when they agree with ``commit_time`` to the second, else
+  ``commit_time`` (IBM's own producers put the send time in ``date``/``time``).
+
+Parser options (as walcast's ``ibm.*`` settings): ``column_delimiter``,
+``record_delimiter``, ``string_delimiter``, ``decimal_character``, each one character
+(the escapes ``\n``, ``\r``, ``\t``, ``\xHH`` are accepted).
+"""
+
+# ruff: noqa: N812, FBT003
+# (PySpark idioms: `functions as F`, `F.lit(True)`)
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline import pgtext
+from pipeline.formats.base import (
+    ERR_MALFORMED,
+    ERR_UNKNOWN_TABLE,
+    ERR_UNSUPPORTED,
+    SORT_SPAN,
+    Parser,
+    change,
+    empty_names,
+    message,
+    no_changes,
+)
+
+HEADER = 12
+_OPS = {"ISRT": "insert", "REPL": "update", "DLET": "delete"}
+_ESCAPES = {"\\n": "\n", "\\r": "\r", "\\t": "\t", "\\\\": "\\"}
+
+
+def _char(name: str, value: str) -> str:
+    text = _ESCAPES.get(value, value)
+    if len(value) == 4 and value.startswith("\\x"):
+        text = chr(int(value.removeprefix("\\x"), 16))
+    if len(text) != 1:
+        raise ValueError(f"ibm: {name} must be a single character, not {value!r}")
+    return text
+
+
+class IbmParser(Parser):
+    """IBM delimited messages → normalized changes (needs layout records)."""
+
+    name: ClassVar[str] = "ibm"
+    needs_layouts: ClassVar[bool] = True
+    segmented: ClassVar[bool] = True
+    option_names: ClassVar[tuple[str, ...]] = (
+        "column_delimiter",
+        "record_delimiter",
+        "string_delimiter",
+        "decimal_character",
+    )
+
+    def __init__(self, options: dict[str, str] | None = None) -> None:
+        super().__init__(options)
+        defaults = {
+            "column_delimiter": ",",
+            "record_delimiter": "\n",
+            "string_delimiter": '"',
+            "decimal_character": ".",
+        }
+        chars = {k: _char(k, self.options.get(k, v)) for k, v in defaults.items()}
+        if len(set(chars.values())) != len(chars):
+            raise ValueError("ibm: the four delimiters must all be different")
+        self.cd = chars["column_delimiter"]
+        self.rd = chars["record_delimiter"]
+        self.q = chars["string_delimiter"]
+        self.dc = chars["decimal_character"]
+        cd, rd, q = re.escape(self.cd), re.escape(self.rd), re.escape(self.q)
+        neg = f"[^{cd}{rd}{q}]"
+        field = f"(?:{q}(?:[^{q}]++|{q}{q})*+{q}|{neg}*+)"
+        self.record_pattern = f"{field}(?:{cd}{field})*+(?:{rd}|\\z)"
+        self.field_pattern = f"{cd}({field})"
+
+    # -------------------------------------------------------------- values
+
+    def unquote(self, raw: Column) -> Column:
+        """A field's value: NULL when empty, the quoted text without its delimiters."""
+        q = self.q
+        inner = F.substring(raw, F.lit(2), F.length(raw) - 2)
+        return (
+            F.when(raw == "", F.lit(None).cast("string"))
+            .when(raw.startswith(q), F.replace(inner, F.lit(q + q), F.lit(q)))
+            .otherwise(raw)
+        )
+
+    def rendered(self, raw: Column, rendering: Column) -> Column:
+        """PostgreSQL text of one field given its layout rendering."""
+        value = self.unquote(raw)
+        number = value if self.dc == "." else F.replace(value, F.lit(self.dc), F.lit("."))
+        return (
+            F.when(value.isNull(), value)
+            .when(rendering == "bool", pgtext.bool_text(value))
+            .when(rendering == "number", number)
+            .when(rendering == "hex", pgtext.bytea_from_hex(value))
+            .otherwise(value)
+        )
+
+    # -------------------------------------------------------------- layouts
+
+    @staticmethod
+    def layout_rows(layouts: DataFrame) -> DataFrame:
+        """The newest layout per ``(schema, table, field_count)``, ready to join."""
+        w = Window.partitionBy("schema", "table", "field_count").orderBy(
+            F.col("layout_offset").desc()
+        )
+        newest = layouts.withColumn("_n", F.row_number().over(w)).where("_n = 1")
+        cols = F.col("columns")
+        return newest.select(
+            F.col("schema").alias("_l_schema"),
+            F.col("table").alias("_l_table"),
+            F.col("field_count").alias("_l_fields"),
+            F.transform(cols, lambda c: c["name"]).alias("_l_names"),
+            F.transform(cols, lambda c: c["type"]).alias("_l_types"),
+            F.transform(cols, lambda c: F.coalesce(c["rendering"], F.lit("quoted"))).alias(
+                "_l_renderings"
+            ),
+            F.transform(cols, lambda c: F.coalesce(c["key"], F.lit(False))).alias("_l_keys"),
+            F.col("primary_key").alias("_l_pk"),
+            (F.coalesce(F.col("replica_identity"), F.lit("")) == "full").alias("_l_full"),
+        )
+
+    # -------------------------------------------------------------- parse
+
+    def parse(self, records: DataFrame, layouts: DataFrame) -> DataFrame:
+        """See the module docstring: one output row per record (``record_index``)."""
+        text = F.col("value").cast("string")
+        recs = F.filter(
+            F.regexp_extract_all(text, F.lit(self.record_pattern), 0), lambda r: r != ""
+        )
+        covered = F.aggregate(F.transform(recs, F.length), F.lit(0), lambda a, b: a + b)
+        base = records.select(
+            "*", recs.alias("_recs"), (covered == F.length(text)).alias("_whole")
+        ).withColumn("_ok", F.col("_whole") & (F.size("_recs") > 0))
+        bad = base.where(~F.col("_ok")).select(
+            *message(
+                error=F.lit(ERR_MALFORMED),
+                error_detail=F.lit(
+                    "not a sequence of delimited records (unterminated quote or stray text)"
+                ),
+                change_count=F.lit(0),
+                changes=no_changes(),
+            )
+        )
+        rd = self.rd
+        rec = F.col("_rec")
+        stripped = F.when(
+            rec.endswith(rd), F.substring(rec, F.lit(1), F.length(rec) - 1)
+        ).otherwise(rec)
+        rows = (
+            base.where(F.col("_ok"))
+            .select("*", F.posexplode("_recs").alias("_ri", "_rec"))
+            .withColumn(
+                "_fields",
+                F.regexp_extract_all(
+                    F.concat(F.lit(self.cd), stripped), F.lit(self.field_pattern), 1
+                ),
+            )
+        )
+        h = [self.unquote(F.element_at("_fields", k)) for k in range(1, HEADER + 1)]
+        rows = rows.select(
+            "*",
+            h[1].alias("_ident"),
+            h[4].alias("_owner"),
+            h[5].alias("_table"),
+            h[6].alias("_operation"),
+            pgtext.hex_number(h[7]).alias("_xid"),
+            pgtext.hex_number(h[8]).alias("_lsn"),
+            F.to_timestamp(F.concat(h[2], h[3]), "yyyyDDDHHmmssSSSSSS").alias("_precise"),
+            F.to_timestamp(h[9], "yyyy-MM-dd-HH.mm.ss").alias("_stated"),
+            F.element_at("_fields", HEADER).cast("int").alias("_segment"),
+            F.size("_fields").alias("_n_fields"),
+        )
+        joined = rows.join(
+            F.broadcast(self.layout_rows(layouts)),
+            (F.col("_owner") == F.col("_l_schema"))
+            & (F.col("_table") == F.col("_l_table"))
+            & (F.col("_n_fields") == F.col("_l_fields")),
+            "left",
+        )
+        n = F.size("_l_names")
+        idx = F.sequence(F.lit(0), n - 1)
+
+        def values(offset: Column) -> Column:
+            return F.transform(
+                idx,
+                lambda k: self.rendered(
+                    F.element_at("_fields", offset + k + 1),
+                    F.element_at("_l_renderings", k + 1),
+                ),
+            )
+
+        invalid_re = r"-INVALID-COLUMN-([0-9]+)([AB])-"
+        invalid = F.regexp_extract("_ident", invalid_re, 1)
+        joined = joined.select(
+            "*",
+            F.when(F.col("_l_names").isNotNull(), values(F.lit(HEADER))).alias("_bv"),
+            F.when(F.col("_l_names").isNotNull(), values(F.lit(HEADER) + n)).alias("_av"),
+            F.when(invalid != "", F.element_at("_l_names", invalid.cast("int"))).alias("_bad_col"),
+            F.regexp_extract("_ident", invalid_re, 2).alias("_bad_side"),
+        )
+
+        def as_map(vals: str, *, before: bool) -> Column:
+            entries = F.transform(
+                idx,
+                lambda k: F.struct(
+                    F.element_at("_l_names", k + 1).alias("key"),
+                    F.element_at(vals, k + 1).alias("value"),
+                    (
+                        (
+                            F.lit(before)
+                            & ~F.col("_l_full")
+                            & ~F.element_at("_l_keys", k + 1)
+                            & F.element_at(vals, k + 1).isNull()
+                        )
+                        | (
+                            F.element_at("_l_names", k + 1).eqNullSafe(F.col("_bad_col"))
+                            & (F.col("_bad_side") == F.lit("B" if before else "A"))
+                        )
+                    ).alias("unknown"),
+                ),
+            )
+            kept = F.filter(entries, lambda e: ~e["unknown"])
+            return F.when(
+                F.col("_l_names").isNotNull(),
+                F.map_from_entries(F.transform(kept, lambda e: F.struct(e["key"], e["value"]))),
+            )
+
+        op = F.element_at(
+            F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), F.col("_operation")
+        )
+        joined = joined.select(
+            "*",
+            op.alias("_op"),
+            as_map("_bv", before=True).alias("_before"),
+            as_map("_av", before=False).alias("_after"),
+        )
+        op = F.col("_op")
+        before, after = F.col("_before"), F.col("_after")
+        precise, stated = F.col("_precise"), F.col("_stated")
+        commit_time = F.when(
+            precise.isNotNull() & (F.date_trunc("second", precise) == stated), precise
+        ).otherwise(F.coalesce(stated, precise))
+        n_fields = F.col("_n_fields")
+        error = (
+            F.when(n_fields < HEADER, F.lit(ERR_MALFORMED))
+            .when(op.isNull(), F.lit(ERR_UNSUPPORTED))
+            .when(F.col("_l_names").isNull(), F.lit(ERR_UNKNOWN_TABLE))
+        )
+        detail = (
+            F.when(
+                n_fields < HEADER,
+                F.concat(F.lit("record with "), n_fields.cast("string"), F.lit(" fields")),
+            )
+            .when(
+                op.isNull(),
+                F.concat(F.lit("operation "), F.coalesce(F.col("_operation"), F.lit("?"))),
+            )
+            .otherwise(
+                F.concat(
+                    F.lit("no layout for "),
+                    F.coalesce(F.col("_owner"), F.lit("?")),
+                    F.lit("."),
+                    F.coalesce(F.col("_table"), F.lit("?")),
+                    F.lit(" with "),
+                    n_fields.cast("string"),
+                    F.lit(" fields"),
+                )
+            )
+        )
+        bad_after = F.col("_bad_col").isNotNull() & (F.col("_bad_side") == "A")
+        the_change = change(
+            format=F.lit(self.name),
+            schema=F.col("_owner"),
+            table=F.col("_table"),
+            op=op,
+            commit_lsn=pgtext.lsn_text(F.col("_lsn")),
+            commit_lsn_num=F.col("_lsn"),
+            commit_time=commit_time,
+            xid=F.col("_xid"),
+            ordinal=F.lit(1),
+            primary_key=F.coalesce(F.col("_l_pk"), empty_names()),
+            before=F.when(op.isin("update", "delete"), before),
+            after=F.when(op.isin("insert", "update"), after),
+            unchanged_toast=F.when(bad_after, F.array(F.col("_bad_col"))).otherwise(empty_names()),
+            changed_columns=F.when(op == "insert", F.map_keys(after))
+            .when(op == "delete", empty_names())
+            .when(
+                F.col("_l_full"),
+                F.map_keys(
+                    F.map_filter(after, lambda k, v: ~F.element_at(before, k).eqNullSafe(v))
+                ),
+            ),
+            column_types=F.map_from_arrays(F.col("_l_names"), F.col("_l_types")),
+            error=error,
+            error_detail=F.when(error.isNotNull(), detail),
+        )
+        good = joined.select(
+            *message(
+                sort_key=F.col("offset") * F.lit(SORT_SPAN) + F.col("_ri"),
+                record_index=F.col("_ri"),
+                commit_lsn_num=F.col("_lsn"),
+                change_count=F.lit(1),
+                segment=F.col("_segment"),
+                changes=F.array(the_change),
+            )
+        )
+        return good.unionByName(bad)

@@ -1,0 +1,198 @@
+r"""``qlik``: Qlik Replicate JSON (``atMSG`` envelope; ``DT`` data, ``MD`` metadata).
+
+Read as Qlik defines it (``schemas/qlik.schema.json``):
+
+* ``DT`` messages are changes; ``MD`` (table metadata) messages are control messages
+  (layouts come from walcast's layout records).
+* ``headers.operation``: ``INSERT`` and ``REFRESH`` (full load) → insert, ``UPDATE``,
+  ``DELETE``, walcast's ``TRUNCATE``.
+* Images: INSERT/UPDATE ``after`` = ``data``, DELETE ``before`` = ``data``; UPDATE
+  ``before`` = ``beforeData`` (null when the source sent no old image). Columns whose
+  ``columnMask`` bit is clear were not replicated and are left out (not null); for an
+  update they are the unchanged TOAST columns. ``changed_columns`` = the ``changeMask``
+  bits. Bit *n-1* of the little-endian hex masks is the column of ordinal *n*, the
+  *n*-th key of ``data``.
+* The table: DT messages do not name it. walcast keys each DT with
+  ``schema.table:[key values]``; other producers usually write one topic per table.
+  The parser takes ``schema.table`` from the key prefix, else from the topic name
+  (``schema.table``); a message with neither goes to the quarantine (``unknown_table``).
+* Positions: walcast's ``streamPosition`` is the commit LSN (``XXXXXXXX/XXXXXXXX``), and
+  ``transactionEventCounter`` the ordinal; ``transactionId`` (hex) the xid. Other
+  producers' stream positions are opaque (null LSN). ``timestamp`` (ms) is the commit
+  time.
+* Values: JSON numbers and booleans arrive as their JSON text; with a layout, booleans
+  become ``t``/``f`` and bytea (hex) ``\x…``.
+"""
+
+# ruff: noqa: N812, FBT003
+# (PySpark idioms: `functions as F`, `F.lit(True)`)
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pipeline import pgtext
+from pipeline.formats.base import (
+    ERR_MALFORMED,
+    ERR_UNKNOWN_TABLE,
+    ERR_UNSUPPORTED,
+    Parser,
+    attach_layout,
+    canonical_image,
+    change,
+    empty_names,
+    layout_types,
+    message,
+    no_changes,
+)
+from pipeline.schemas import struct_from_schema
+
+_KEY_TABLE = r"^(.+?)\.(.+?):\["
+_TOPIC_TABLE = r"^([^.]+)\.(.+)$"
+_OPS = {
+    "INSERT": "insert",
+    "REFRESH": "insert",
+    "UPDATE": "update",
+    "DELETE": "delete",
+    "TRUNCATE": "truncate",
+}
+
+
+def mask_bit(mask: Column, index: Column) -> Column:
+    """Whether bit ``index`` (0-based column index) of a little-endian hex mask is set."""
+    byte = F.conv(F.substring(mask, F.floor(index / 8).cast("int") * 2 + 1, F.lit(2)), 16, 10).cast(
+        "int"
+    )
+    bit = F.floor(byte / F.pow(F.lit(2), index % 8)) % 2
+    return F.coalesce(bit == 1, F.lit(False))
+
+
+def masked(image: Column, mask: Column) -> Column:
+    """``image`` without the columns whose bit in ``mask`` is clear (all kept without a mask)."""
+    entries = F.transform(
+        F.map_entries(image),
+        lambda e, i: F.struct(
+            e["key"].alias("key"), e["value"].alias("value"), mask_bit(mask, i).alias("on")
+        ),
+    )
+    kept = F.filter(entries, lambda e: e["on"])
+    return F.when(mask.isNull() | image.isNull(), image).otherwise(
+        F.map_from_entries(F.transform(kept, lambda e: F.struct(e["key"], e["value"])))
+    )
+
+
+def mask_names(image: Column, mask: Column, *, set_bits: bool) -> Column:
+    """Names of ``image``'s columns whose ``mask`` bit is set (or clear)."""
+    flagged = F.filter(
+        F.transform(
+            F.map_keys(image), lambda k, i: F.struct(k.alias("k"), mask_bit(mask, i).alias("on"))
+        ),
+        lambda e: e["on"] if set_bits else ~e["on"],
+    )
+    return F.transform(flagged, lambda e: e["k"])
+
+
+class QlikParser(Parser):
+    """Qlik Replicate JSON → normalized changes."""
+
+    name: ClassVar[str] = "qlik"
+
+    def parse(self, records: DataFrame, layouts: DataFrame) -> DataFrame:
+        """See the module docstring."""
+        schema = struct_from_schema("qlik.schema.json", defs_override={"message": "data"})
+        key = F.col("key").cast("string")
+        from_key = key.rlike(_KEY_TABLE)
+        parsed = records.withColumn("j", F.from_json(F.col("value").cast("string"), schema)).select(
+            "*",
+            F.when(from_key, F.regexp_extract(key, _KEY_TABLE, 1))
+            .otherwise(
+                F.when(
+                    F.col("topic").rlike(_TOPIC_TABLE), F.regexp_extract("topic", _TOPIC_TABLE, 1)
+                )
+            )
+            .alias("_schema"),
+            F.when(from_key, F.regexp_extract(key, _KEY_TABLE, 2))
+            .otherwise(
+                F.when(
+                    F.col("topic").rlike(_TOPIC_TABLE), F.regexp_extract("topic", _TOPIC_TABLE, 2)
+                )
+            )
+            .alias("_table"),
+        )
+        df = attach_layout(parsed, layouts, "_schema", "_table")
+        j = F.col("j")
+        msg = j["message"]
+        headers = msg["headers"]
+        op = F.element_at(
+            F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), headers["operation"]
+        )
+        types = layout_types(F.col("_layout"))
+        convert = {
+            "bool": pgtext.bool_text,
+            "bytea": pgtext.bytea_from_hex,
+        }
+        data = canonical_image(msg["data"], types, convert)
+        before_data = canonical_image(msg["beforeData"], types, convert)
+        present = masked(data, headers["columnMask"])
+        lsn = pgtext.lsn_number(headers["streamPosition"])
+        xid = pgtext.hex_number(headers["transactionId"])
+        ordinal = headers["transactionEventCounter"]
+        the_change = change(
+            format=F.lit(self.name),
+            schema=F.col("_schema"),
+            table=F.col("_table"),
+            op=op,
+            commit_lsn=pgtext.lsn_text(lsn),
+            commit_lsn_num=lsn,
+            commit_time=F.to_timestamp(headers["timestamp"], "yyyy-MM-dd'T'HH:mm:ss.SSS"),
+            xid=xid,
+            ordinal=ordinal,
+            primary_key=F.coalesce(F.col("_layout.primary_key"), empty_names()),
+            before=F.when(op == "delete", present).when(op == "update", before_data),
+            after=F.when(op.isin("insert", "update"), present),
+            unchanged_toast=F.when(
+                (op == "update") & headers["columnMask"].isNotNull(),
+                mask_names(data, headers["columnMask"], set_bits=False),
+            ).otherwise(empty_names()),
+            changed_columns=F.when(op.isin("delete", "truncate"), empty_names()).otherwise(
+                F.when(
+                    headers["changeMask"].isNotNull(),
+                    mask_names(data, headers["changeMask"], set_bits=True),
+                )
+            ),
+            column_types=types,
+        )
+        is_md = j["type"] == "MD"
+        error = (
+            F.when(j.isNull() | (j["magic"] != "atMSG") | j["type"].isNull(), F.lit(ERR_MALFORMED))
+            .when(is_md, F.lit(None))
+            .when(headers.isNull(), F.lit(ERR_MALFORMED))
+            .when(op.isNull(), F.lit(ERR_UNSUPPORTED))
+            .when(F.col("_table").isNull(), F.lit(ERR_UNKNOWN_TABLE))
+            .when(
+                op.isin("insert", "update", "delete") & msg["data"].isNull(), F.lit(ERR_MALFORMED)
+            )
+        )
+        detail = (
+            F.when(
+                j.isNull() | (j["magic"] != "atMSG") | j["type"].isNull(),
+                F.lit("not an atMSG envelope"),
+            )
+            .when(headers.isNull(), F.lit("DT message without headers"))
+            .when(op.isNull(), F.concat(F.lit("operation "), headers["operation"]))
+            .when(F.col("_table").isNull(), F.lit("no schema.table in the key or topic name"))
+            .otherwise(F.lit("DT message without data"))
+        )
+        changes = F.when(error.isNotNull() | is_md, no_changes()).otherwise(F.array(the_change))
+        return df.select(
+            *message(
+                error=error,
+                error_detail=F.when(error.isNotNull(), detail),
+                commit_lsn_num=lsn,
+                first_ordinal=ordinal,
+                change_count=F.size(changes),
+                changes=changes,
+            )
+        )

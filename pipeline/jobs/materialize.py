@@ -1,0 +1,43 @@
+"""``spark-submit pipeline/jobs/materialize.py --input … --output … --checkpoint …``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make `pipeline` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from pipeline.cli import add_materialize_arguments
+from pipeline.materialize import MaterializeJob
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments and run the job in the active (spark-submit) session."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="materialize.py", description=__doc__)
+    add_materialize_arguments(parser)
+    args = parser.parse_args(argv)
+    spark = SparkSession.builder.appName("walcast-materialize").getOrCreate()
+    for item in args.conf:
+        key, _, value = item.partition("=")
+        spark.conf.set(key, value)
+    MaterializeJob(
+        normalized=args.input,
+        state=args.output,
+        checkpoint=args.checkpoint,
+        bootstrap=args.bootstrap_servers,
+        layout_topic=args.layout_topic,
+        use_delta=args.delta,
+        typed=not args.text,
+        available_now=args.available_now,
+        processing_time=args.processing_time,
+        max_files_per_trigger=args.max_files_per_trigger,
+    ).run(spark)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

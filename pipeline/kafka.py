@@ -1,0 +1,68 @@
+"""Kafka access for the jobs: the streaming source, batch reads and topic checks.
+
+The streaming source is Spark's built-in ``kafka`` source (``spark-sql-kafka-0-10``);
+its rows have ``key, value, topic, partition, offset, timestamp`` (and more), which is
+what every parser takes. ``failOnDataLoss`` stays ``true`` by default: offsets that
+vanished (retention) must stop the job rather than skip changes silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+
+RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+
+
+def topic_exists(spark: SparkSession, bootstrap: str, topic: str, timeout: float = 15.0) -> bool:
+    """Whether ``topic`` exists on the cluster (asks the broker's metadata)."""
+    del spark
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(topic=topic, timeout=timeout)
+    found = metadata.topics.get(topic)
+    return found is not None and found.error is None
+
+
+def read_stream(
+    spark: SparkSession,
+    bootstrap: str,
+    topics: Sequence[str],
+    *,
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    options: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """A streaming DataFrame of the records of ``topics`` (columns :data:`RECORD_COLUMNS`)."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", ",".join(topics))
+        .option("startingOffsets", starting_offsets)
+    )
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    for key, value in (options or {}).items():
+        reader = reader.option(key, value)
+    return reader.load().select(*RECORD_COLUMNS)
+
+
+def read_batch(
+    spark: SparkSession,
+    bootstrap: str,
+    topics: Sequence[str],
+    options: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """Every record currently in ``topics`` (a batch read, earliest to latest)."""
+    reader = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", ",".join(topics))
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+    )
+    for key, value in (options or {}).items():
+        reader = reader.option(key, value)
+    return reader.load().select(*RECORD_COLUMNS)

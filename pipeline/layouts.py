@@ -1,0 +1,135 @@
+"""Table layouts from walcast's schema topic: column names, types and keys per table.
+
+Some formats carry no column names or types (IBM delimited) or only coarse ones (canal's
+strings, DataWorks' six types, Qlik's JSON numbers). walcast publishes a **layout
+record** per table and layout version to a compacted Kafka topic (default
+``<data topic>.layouts``), keyed by ``schema.table``, value = the JSON of
+``capture.formats.ibm.layout_record(table)``::
+
+    {"format": "ibm", "schema": "shop", "table": "orders", "relation_id": 16385,
+     "version": "0efd47f9fd2cd13a", "replica_identity": "default",
+     "primary_key": ["id"], "field_count": 18,
+     "columns": [{"position": 1, "name": "id", "type": "int8", "key": true,
+                  "primary_key": true, "rendering": "bare", ...}, ...]}
+
+Only ``schema``, ``table`` and ``columns[].name/type/key`` are required; the other
+fields are used when present (``primary_key`` falls back to the ``primary_key`` column
+flags, then to the ``key`` flags unless ``replica_identity`` is ``full``;
+``field_count`` to ``12 + 2 x columns``). The Spark schema comes from the JSON Schema of
+the layout record in ``schemas/ibm-delimited.layout.json``.
+
+Invariants: :func:`read_layouts` returns every layout version the topic still holds
+(a compacted topic keeps at least the newest per table), each with its Kafka offset and
+timestamp; :func:`latest_layouts` one row per table (the newest). A missing topic is an
+empty layout set, not an error (jobs then quarantine what needs a layout).
+"""
+
+# ruff: noqa: N812
+# (PySpark idioms: `functions as F`, `F.lit(True)`)
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from pipeline.schemas import SCHEMA_DIR, to_spark_type
+
+LAYOUT_FIELDS = (
+    "schema",
+    "table",
+    "version",
+    "replica_identity",
+    "primary_key",
+    "field_count",
+    "columns",
+    "layout_offset",
+    "layout_timestamp",
+)
+
+
+def layout_record_schema() -> StructType:
+    """Spark schema of one layout record (from ``ibm-delimited.layout.json``)."""
+    doc: dict[str, Any] = json.loads((SCHEMA_DIR / "ibm-delimited.layout.json").read_text())
+    node = doc["layout_record"]
+    converted = to_spark_type(node, node)
+    assert isinstance(converted, StructType)
+    return converted
+
+
+def parse_layouts(records: DataFrame) -> DataFrame:
+    """Layout rows (:data:`LAYOUT_FIELDS`) from Kafka records of the schema topic.
+
+    Records whose value is not a layout (tombstones, other JSON) are skipped.
+    """
+    parsed = records.select(
+        F.from_json(F.col("value").cast("string"), layout_record_schema()).alias("l"),
+        F.col("offset").alias("layout_offset"),
+        F.col("timestamp").alias("layout_timestamp"),
+    ).where(F.col("l.schema").isNotNull() & F.col("l.table").isNotNull())
+    cols = F.array_sort(F.col("l.columns"))  # position is the first field: field order
+    pk_flags = F.transform(F.filter(cols, lambda c: c["primary_key"]), lambda c: c["name"])
+    key_flags = F.transform(F.filter(cols, lambda c: c["key"]), lambda c: c["name"])
+    primary_key = F.coalesce(
+        F.col("l.primary_key"),
+        F.when(F.size(pk_flags) > 0, pk_flags),
+        F.when(F.coalesce(F.col("l.replica_identity"), F.lit("")) != "full", key_flags),
+        F.array().cast("array<string>"),
+    )
+    return parsed.select(
+        F.col("l.schema").alias("schema"),
+        F.col("l.table").alias("table"),
+        F.col("l.version").alias("version"),
+        F.col("l.replica_identity").alias("replica_identity"),
+        primary_key.alias("primary_key"),
+        F.coalesce(F.col("l.field_count"), F.size(cols) * 2 + 12).alias("field_count"),
+        cols.alias("columns"),
+        "layout_offset",
+        "layout_timestamp",
+    )
+
+
+def read_layouts(spark: SparkSession, bootstrap: str, topic: str | None) -> DataFrame:
+    """Every layout version in ``topic`` (batch read from the earliest offset)."""
+    empty = spark.createDataFrame([], _empty_schema(spark))
+    if not topic:
+        return empty
+    from pipeline.kafka import topic_exists  # noqa: PLC0415 - avoids an import cycle
+
+    if not topic_exists(spark, bootstrap, topic):
+        return empty
+    records = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("failOnDataLoss", "false")
+        .load()
+    )
+    return parse_layouts(records)
+
+
+def _empty_schema(spark: SparkSession) -> StructType:
+    probe = spark.createDataFrame([], "offset long, timestamp timestamp, value binary")
+    return parse_layouts(probe).schema
+
+
+def latest_layouts(layouts: DataFrame) -> DataFrame:
+    """The newest layout (highest offset) per ``(schema, table)``."""
+    w = Window.partitionBy("schema", "table").orderBy(F.col("layout_offset").desc())
+    return layouts.withColumn("_n", F.row_number().over(w)).where("_n = 1").drop("_n")
+
+
+def column_types(columns: Column) -> Column:
+    """``map<name, pg type>`` of a layout's ``columns`` array."""
+    return F.map_from_arrays(
+        F.transform(columns, lambda c: c["name"]), F.transform(columns, lambda c: c["type"])
+    )
+
+
+def column_names(columns: Column) -> Column:
+    """The column names of a layout's ``columns`` array, in position order."""
+    return F.transform(columns, lambda c: c["name"])

@@ -1,0 +1,143 @@
+"""The Spark session walcast's jobs run in, with the connector jars from the local cache.
+
+Jars (Kafka source, spark-avro, Delta Lake) come from Maven Central through
+``scripts/fetch-spark-jars`` and are cached under
+``${WALCAST_CACHE_DIR:-$HOME/.cache/walcast}/spark-<pyspark version>/jars``; the session
+loads them with ``spark.jars`` (local files), never with ``spark.jars.packages``, so a
+running job downloads nothing.
+
+Invariants:
+
+* :func:`build_session` returns a session whose classpath holds the Kafka source and
+  spark-avro; Delta Lake is configured exactly when its jar is in the cache and the
+  ``delta`` Python package imports (:func:`delta_available`).
+* ``spark.sql.mapKeyDedupPolicy`` is ``LAST_WIN``: the parsers and materialize overlay
+  row images with ``map_concat`` (a later image's value wins).
+* Timestamps are rendered and parsed in UTC (``spark.sql.session.timeZone``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO = Path(__file__).resolve().parent.parent
+FETCH_SCRIPT = REPO / "scripts" / "fetch-spark-jars"
+
+
+class SparkSetupError(RuntimeError):
+    """The Spark environment is incomplete (pyspark missing, jars not fetchable)."""
+
+
+def spark_version() -> str:
+    """The installed pyspark version (the jars must match it)."""
+    try:
+        import pyspark  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise SparkSetupError("pyspark is not installed: pip install -e '.[spark]'") from exc
+    return pyspark.__version__
+
+
+def cache_dir() -> Path:
+    """``${WALCAST_CACHE_DIR:-$HOME/.cache/walcast}``."""
+    root = os.environ.get("WALCAST_CACHE_DIR") or str(Path.home() / ".cache" / "walcast")
+    return Path(root)
+
+
+def jars_dir(version: str | None = None) -> Path:
+    """Where the jars for pyspark ``version`` (default: installed) are cached."""
+    return cache_dir() / f"spark-{version or spark_version()}" / "jars"
+
+
+def ensure_jars(*, fetch: bool = True) -> list[Path]:
+    """Return the cached connector jars, running ``scripts/fetch-spark-jars`` if needed.
+
+    Raises :class:`SparkSetupError` when the cache is incomplete and cannot be filled.
+    """
+    directory = jars_dir()
+    if not (directory / ".complete").exists() and fetch:
+        if not FETCH_SCRIPT.exists():
+            raise SparkSetupError(f"{directory} is empty and {FETCH_SCRIPT} is missing")
+        done = subprocess.run(
+            [str(FETCH_SCRIPT)], capture_output=True, text=True, check=False, timeout=1800
+        )
+        if done.returncode != 0:
+            raise SparkSetupError(
+                f"scripts/fetch-spark-jars failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
+            )
+    if not (directory / ".complete").exists():
+        raise SparkSetupError(
+            f"no Spark connector jars in {directory}: run scripts/fetch-spark-jars"
+        )
+    return sorted(directory.glob("*.jar"))
+
+
+def delta_available(jars: list[Path] | None = None) -> bool:
+    """Whether Delta Lake can be used: the ``delta`` package and its jar are both present."""
+    if importlib.util.find_spec("delta") is None:
+        return False
+    found = jars if jars is not None else sorted(jars_dir().glob("*.jar"))
+    return any(p.name.startswith("delta-spark_") for p in found)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    """How to build the session; defaults suit a laptop or CI machine (``local[2]``)."""
+
+    master: str | None = "local[2]"
+    """None keeps what spark-submit configured (cluster runs)."""
+    app_name: str = "walcast"
+    shuffle_partitions: int = 4
+    ui: bool = False
+    use_delta: bool | None = None
+    """None: use Delta when available."""
+    extra: dict[str, str] = field(default_factory=dict)
+    """More Spark settings (``--conf`` style)."""
+
+
+def build_session(options: SessionOptions | None = None) -> SparkSession:
+    """Create (or return the active) Spark session with the cached connector jars."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    opts = options or SessionOptions()
+    jars = ensure_jars()
+    builder = SparkSession.builder.appName(opts.app_name)
+    if opts.master:
+        builder = builder.master(opts.master)
+    settings = {
+        "spark.jars": ",".join(str(p) for p in jars),
+        "spark.sql.shuffle.partitions": str(opts.shuffle_partitions),
+        "spark.ui.enabled": str(opts.ui).lower(),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    }
+    use_delta = delta_available(jars) if opts.use_delta is None else opts.use_delta
+    if use_delta:
+        settings |= {
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "spark.databricks.delta.snapshotPartitions": str(max(opts.shuffle_partitions, 1)),
+        }
+    settings |= opts.extra
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("WALCAST_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def session_uses_delta(spark: SparkSession) -> bool:
+    """Whether ``spark`` was configured with the Delta Lake extension."""
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    return "DeltaSparkSessionExtension" in extensions

@@ -1,0 +1,75 @@
+"""Fixtures for the Spark pipeline tests: one local Spark session for the whole run.
+
+The session is ``local[2]`` with two shuffle partitions, no UI and the connector jars
+from the cache (``scripts/fetch-spark-jars`` fills it on first use; a failure to fetch
+FAILS the tests, it never skips them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from capture.formats import encoder_for
+from capture.formats.ibm import layout_record
+from capture.teststream import build_tables, format_options, generate, produce, table_specs
+from pipeline.layouts import parse_layouts
+from pipeline.session import SessionOptions, build_session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    # PySpark hands timestamps to Python in the process's local zone: make it UTC.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    session = build_session(
+        SessionOptions(
+            shuffle_partitions=2,
+            extra={
+                "spark.sql.ansi.enabled": "false",
+                "spark.default.parallelism": "2",
+                "spark.driver.memory": "2g",
+            },
+        )
+    )
+    yield session
+    session.stop()
+
+
+RECORD_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+)
+
+
+def encoded(fmt: str, count: int, seed: int = 7, tables: int = 8, **settings: str) -> list:
+    """The messages ``walcast produce-test-stream`` writes for these arguments."""
+    encoder = encoder_for(fmt, format_options(dict(settings)))
+    out: list = []
+    produce(encoder, generate(count, seed, tables), out.append)
+    return out
+
+
+def records(
+    spark, values: Sequence[tuple[bytes | None, bytes]], topic: str = "t", partition: int = 0
+):
+    """A DataFrame shaped like Kafka source rows, offsets 0.. in order."""
+    when = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
+    rows = [(k, v, topic, partition, i, when) for i, (k, v) in enumerate(values)]
+    return spark.createDataFrame(rows, RECORD_SCHEMA)
+
+
+def layout_values(tables: int = 8) -> list[tuple[bytes, bytes]]:
+    """Layout records (key, JSON value) of the synthetic tables, as walcast publishes them."""
+    return [
+        (t.qualified_name.encode(), json.dumps(layout_record(t)).encode())
+        for t in build_tables(table_specs(tables))
+    ]
+
+
+def layouts(spark, tables: int = 8):
+    return parse_layouts(records(spark, layout_values(tables), topic="t.layouts"))
