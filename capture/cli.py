@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     from capture import consume  # noqa: PLC0415
 
     consume.add_parser(commands)
+    _add_spark_parser(commands)
     run = commands.add_parser(
         "run",
         help="stream the slot into Kafka in one or more formats (the daemon)",
@@ -182,6 +183,24 @@ def _settings_for(fmt: str, settings: dict[str, str]) -> dict[str, str]:
     """The ``--format-option`` settings whose prefix names ``fmt``."""
     prefixes = {fmt, fmt.replace("-", "_")}
     return {k: v for k, v in settings.items() if k.split(".", 1)[0] in prefixes}
+
+
+def _add_spark_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``walcast spark normalize|materialize``: the Spark jobs (needs the ``spark`` extra)."""
+    try:
+        from pipeline.cli import add_parser  # noqa: PLC0415 - optional dependency
+    except ImportError:
+        spark = commands.add_parser("spark", help="Spark jobs (pip install 'walcast[spark]')")
+        spark.set_defaults(func=_spark_missing)
+        return
+    add_parser(commands)
+
+
+def _spark_missing(_args: argparse.Namespace) -> int:
+    raise ConfigError(
+        "spark: the Spark jobs need the spark extra",
+        hint="pip install 'walcast[spark]' (pyspark and delta-spark)",
+    )
 
 
 def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
