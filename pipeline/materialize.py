@@ -231,10 +231,12 @@ def typed_columns(spec: TableSpec, row: Column, prefix: str = "") -> list[Column
 
 def empty_table(spark: SparkSession, spec: TableSpec) -> DataFrame:
     """An empty DataFrame with the state table's schema."""
-    ddl = ", ".join(f"`{n}` {t}" for n, t in spec.columns)
+    fields = [f"`{n}` {t}" for n, t in spec.columns]
     if not spec.primary_key:
-        ddl += f", `{ROW_KEY}` string"
-    return spark.createDataFrame([], ddl)
+        fields.append(f"`{ROW_KEY}` string")
+    # A batch may know no column of a table yet (e.g. only its TRUNCATE): the table then
+    # starts with the row-key column alone.
+    return spark.createDataFrame([], ", ".join(fields))
 
 
 # ------------------------------------------------------------------ Parquet
