@@ -130,7 +130,14 @@ def test_shareplex_examples(spark) -> None:
     assert insert["commit_lsn_num"] == 14589063118712
     assert insert["ordinal"] == 1
     assert update["op"] == "update"
-    assert update["after"] == {"CNTR_NO": "1171201606"}
+    # data holds the changed column; the key's before values complete the row
+    assert update["after"] == {
+        "MIO_LOG_ID": "32537893",
+        "POL_CODE": None,
+        "PLNMIO_REC_ID": "31557806",
+        "CNTR_NO": "1171201606",
+        "CNTR_TYPE": None,
+    }
     assert update["before"]["CNTR_NO"] == "1171201606syui26"
     assert update["changed_columns"] == ["CNTR_NO"]
     # the document abbreviates the delete's meta (no table): it cannot be placed
