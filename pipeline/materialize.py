@@ -141,7 +141,12 @@ def fold_by_key(changes: DataFrame, pk: Sequence[str]) -> DataFrame:
         .when(op == "delete", before_key)
         .otherwise(F.coalesce(before_key, after_key))
     )
-    moved = (op == "update") & before_key.isNotNull() & (before_key != after_key)
+    moved = (
+        (op == "update")
+        & before_key.isNotNull()
+        & has_key(F.col("after"))
+        & (before_key != after_key)
+    )
     empty_map = F.create_map().cast("map<string,string>")
 
     def event(key: Column, kind: Column, img: Column, sub: int) -> Column:
@@ -160,6 +165,8 @@ def fold_by_key(changes: DataFrame, pk: Sequence[str]) -> DataFrame:
         0,
     )
     second = event(after_key, F.lit("update"), F.coalesce(F.col("after"), empty_map), 1)
+    # an update whose after image lacks key columns (Shareplex: changed columns only)
+    # is about its before key; only a complete new key different from it is a move
     events = changes.select(
         F.explode(F.when(moved, F.array(first, second)).otherwise(F.array(first))).alias("e")
     ).select("e.*")

@@ -115,7 +115,11 @@ class CanalParser(Parser):
     option_names: ClassVar[tuple[str, ...]] = ("database_name",)
 
     def parse(self, records: DataFrame, layouts: DataFrame) -> DataFrame:
-        """See the module docstring."""
+        """See the module docstring.
+
+        A one-row message (walcast's) builds its change outside any lambda, so Spark
+        generates code for it; several rows go through ``transform`` (interpreted).
+        """
         mode = self.options.get("database_name", "schema")
         if mode not in ("schema", "database", "database.schema"):
             raise ValueError(
@@ -224,6 +228,7 @@ class CanalParser(Parser):
         changes = (
             F.when(error.isNotNull(), no_changes())
             .when(kind == "TRUNCATE", F.array(truncate))
+            .when(F.size(rows) == 1, F.array(row_change(F.element_at(rows, 1), F.lit(0))))
             .otherwise(F.transform(rows, row_change))
         )
         return df.select(

@@ -14,6 +14,7 @@ Read as Qlik defines it (``schemas/qlik.schema.json``):
   *n*-th key of ``data``.
 * The table: DT messages do not name it. walcast keys each DT with
   ``schema.table:[key values]``; other producers usually write one topic per table.
+  (a TRUNCATE or a keyless row just ``schema.table``).
   The parser takes ``schema.table`` from the key prefix, else from the topic name
   (``schema.table``); a message with neither goes to the quarantine (``unknown_table``).
 * Positions: walcast's ``streamPosition`` is the commit LSN (``XXXXXXXX/XXXXXXXX``), and
@@ -49,7 +50,7 @@ from pipeline.formats.base import (
 )
 from pipeline.schemas import struct_from_schema
 
-_KEY_TABLE = r"^(.+?)\.(.+?):\["
+_KEY_TABLE = r"^(.+?)\.(.+?)(?::\[.*)?$"
 _TOPIC_TABLE = r"^([^.]+)\.(.+)$"
 _OPS = {
     "INSERT": "insert",
