@@ -7,12 +7,18 @@ family to its own type system (and documents the mapping in its module docstring
 from __future__ import annotations
 
 import enum
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
+from capture.errors import ConfigError
 from capture.events import ChangeEvent, Column, Image, Table, pg_ts_to_datetime
-from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.pgoutput.messages import (
+    TRUNCATE_CASCADE,
+    TRUNCATE_RESTART_IDENTITY,
+    UNCHANGED_TOAST,
+    UnchangedToast,
+)
 
 _BINARY: Final = ord("b")
 
@@ -166,3 +172,62 @@ def commit_unix_ms(event: ChangeEvent) -> int:
 def commit_datetime_text(event: ChangeEvent) -> str:
     """Commit time, ISO-8601 UTC with microseconds."""
     return pg_ts_to_datetime(event.commit_ts).isoformat()
+
+
+_TRUE: Final = frozenset({"true", "1", "yes", "on"})
+_FALSE: Final = frozenset({"false", "0", "no", "off"})
+
+
+def setting_flag(key: str, value: Any) -> bool:
+    """A boolean format setting; the error names ``key``."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{key}: {value!r} is not a boolean; expected true or false")
+
+
+def setting_choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    """A format setting that must be one of ``allowed``; the error names ``key``."""
+    text = str(value).strip()
+    if text not in allowed:
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+    return text
+
+
+def quote_ident(name: str) -> str:
+    """Return ``name`` as a double-quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def truncate_sql(table: Table, options: int) -> str:
+    """Return the TRUNCATE statement for one table of a TRUNCATE event."""
+    sql = f"TRUNCATE TABLE {quote_ident(table.schema)}.{quote_ident(table.name)}"
+    if options & TRUNCATE_RESTART_IDENTITY:
+        sql += " RESTART IDENTITY"
+    if options & TRUNCATE_CASCADE:
+        sql += " CASCADE"
+    return sql
+
+
+def raw_texts(image: Image) -> tuple[list[bytes | None], list[int]]:
+    """Text bytes of every column (binary values rendered), and the unchanged-TOAST indexes.
+
+    Unchanged TOAST columns come back as None, to be patched by the caller.
+    """
+    table = image.table
+    tup = image.tuple
+    out: list[bytes | None] = []
+    patch: list[int] = []
+    for i, raw in enumerate(tup.values):
+        if raw is UNCHANGED_TOAST:
+            patch.append(i)
+            out.append(None)
+        elif isinstance(raw, bytes) and tup.kinds[i] == _BINARY:
+            out.append(table.renderers[i](table.binary_decoders[i](raw)).encode())
+        else:
+            out.append(raw)  # type: ignore[arg-type]
+    return out, patch

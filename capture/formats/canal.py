@@ -75,8 +75,17 @@ import orjson
 
 from capture.errors import ConfigError
 from capture.events import ChangeEvent, Column, Image, Op, Table
-from capture.formats._common import Family, family, fast_row_key, is_lob, key_indexes_of
+from capture.formats._common import (
+    Family,
+    family,
+    fast_row_key,
+    is_lob,
+    key_indexes_of,
+    truncate_sql,
+)
 from capture.formats._common import column_texts as image_texts
+from capture.formats._common import setting_choice as _choice
+from capture.formats._common import setting_flag as _flag
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
@@ -84,8 +93,6 @@ from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 _DATABASE_NAMES: Final = ("schema", "database", "database.schema")
 _TRUNCATE_MODES: Final = ("emit", "skip")
 _SETTINGS: Final = ("database_name", "truncate", "walcast_keys")
-_TRUE: Final = frozenset({"true", "1", "yes", "on"})
-_FALSE: Final = frozenset({"false", "0", "no", "off"})
 
 _SQL_TYPES: Final = {
     Family.BOOL: 16,
@@ -180,39 +187,6 @@ def sql_type(column: Column) -> int:
     if column.type_name == "bit":
         return _BIT
     return _SQL_TYPES[fam]
-
-
-def _flag(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{key}: {value!r} is not a boolean; expected true or false")
-
-
-def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
-    text = str(value).strip()
-    if text not in allowed:
-        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
-    return text
-
-
-def quote_ident(name: str) -> str:
-    """Return ``name`` as a double-quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def truncate_sql(table: Table, options: int) -> str:
-    """Return the TRUNCATE statement for one table of a TRUNCATE event."""
-    sql = f"TRUNCATE TABLE {quote_ident(table.schema)}.{quote_ident(table.name)}"
-    if options & 2:
-        sql += " RESTART IDENTITY"
-    if options & 1:
-        sql += " CASCADE"
-    return sql
 
 
 @dataclass(slots=True)

@@ -90,6 +90,9 @@ from capture.events import (
 )
 from capture.formats._common import Family, family, fast_row_key, key_indexes_of
 from capture.formats._common import column_texts as image_texts
+from capture.formats._common import setting_choice as _choice
+from capture.formats._common import setting_flag as _flag
+from capture.formats._common import truncate_sql as _truncate_sql
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 
@@ -98,8 +101,6 @@ _PG_EPOCH_MS: Final = 946_684_800_000
 _TIMESTAMP_TYPES: Final = ("auto", "date", "string")
 _UPDATE_RECORDS: Final = ("split", "single")
 _SETTINGS: Final = ("timestamp_type", "transaction_records", "update_records")
-_TRUE: Final = frozenset({"true", "1", "yes", "on"})
-_FALSE: Final = frozenset({"false", "0", "no", "off"})
 _NULL_SCHEMA: Final = b'{"dataColumn":null,"primaryKey":null,"source":null}'
 
 Converter = Callable[[str], Any]
@@ -242,28 +243,6 @@ class _Plan:
     pk_indexes: tuple[int, ...] | None
     """Every column is STRING (no conversion)."""
     schema_json: bytes
-
-
-def _flag(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{key}: {value!r} is not a boolean; expected true or false")
-
-
-def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
-    text = str(value).strip()
-    if text not in allowed:
-        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
-    return text
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 class DataWorksEncoder(Encoder):
@@ -495,12 +474,3 @@ class DataWorksEncoder(Encoder):
         """Write DataWorks' ``MHEARTBEAT`` record (``eventTime`` = ``checkpointTime`` = now)."""
         value = self._record(_NULL_SCHEMA, "MHEARTBEAT", None, now_us // 1000, system=False)
         return [EncodedMessage(value, None, "heartbeat", commit_lsn=lsn)]
-
-
-def _truncate_sql(table: Table, options: int) -> str:
-    sql = f"TRUNCATE TABLE {_quote(table.schema)}.{_quote(table.name)}"
-    if options & 2:
-        sql += " RESTART IDENTITY"
-    if options & 1:
-        sql += " CASCADE"
-    return sql

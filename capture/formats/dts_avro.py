@@ -113,12 +113,12 @@ from capture.events import (
     TransactionCommit,
     pg_ts_to_datetime,
 )
-from capture.formats._common import Family, family
+from capture.formats._common import Family, family, truncate_sql
+from capture.formats._common import raw_texts as _resolve
+from capture.formats._common import setting_flag as _flag
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import (
-    TRUNCATE_CASCADE,
-    TRUNCATE_RESTART_IDENTITY,
     UNCHANGED_TOAST,
 )
 from capture.types.text import bytea_from_text
@@ -643,21 +643,6 @@ def converter(column: Column) -> Callable[[bytes], bytes]:
 # --------------------------------------------------------------------------- settings
 
 
-_TRUE: Final = frozenset({"true", "1", "yes", "on"})
-_FALSE: Final = frozenset({"false", "0", "no", "off"})
-
-
-def _flag(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{key}: {value!r} is not a boolean (true/false)")
-
-
 @dataclass(frozen=True, slots=True)
 class DtsAvroSettings:
     """The validated ``dts-avro.*`` settings."""
@@ -696,41 +681,6 @@ def _array(items: list[bytes]) -> bytes:
         return _OPT_ARRAY + b"\x00"
     n = len(items)
     return _OPT_ARRAY + (_SMALL[n] if n < _SMALL_LIMIT else _varint(n)) + b"".join(items) + b"\x00"
-
-
-def _resolve(image: Image) -> tuple[list[bytes | None], list[int]]:
-    """Text of every column (binary values rendered), and the unchanged-TOAST indexes.
-
-    Unchanged TOAST columns come back as None, to be patched by the caller.
-    """
-    table = image.table
-    tup = image.tuple
-    out: list[bytes | None] = []
-    patch: list[int] = []
-    for i, raw in enumerate(tup.values):
-        if raw is UNCHANGED_TOAST:
-            patch.append(i)
-            out.append(None)
-        elif isinstance(raw, bytes) and tup.kinds[i] == _BINARY:
-            out.append(table.renderers[i](table.binary_decoders[i](raw)).encode())
-        else:
-            out.append(raw)  # type: ignore[arg-type]
-    return out, patch
-
-
-def quote_ident(name: str) -> str:
-    """``name`` as a quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def truncate_sql(table: Table, options: int) -> str:
-    """Return the TRUNCATE statement of one table of a TRUNCATE change."""
-    sql = f"TRUNCATE TABLE {quote_ident(table.schema)}.{quote_ident(table.name)}"
-    if options & TRUNCATE_RESTART_IDENTITY:
-        sql += " RESTART IDENTITY"
-    if options & TRUNCATE_CASCADE:
-        sql += " CASCADE"
-    return sql
 
 
 class _TableState:

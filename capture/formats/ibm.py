@@ -123,8 +123,9 @@ from capture.events import (
     pg_ts_to_datetime,
 )
 from capture.formats._common import Family, family
+from capture.formats._common import raw_texts as _resolve
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.pgoutput.messages import UnchangedToast
 from capture.types.text import bytea_from_text
 
 if TYPE_CHECKING:
@@ -367,26 +368,6 @@ def _column_kind(column: Column) -> int:
 
 
 # --------------------------------------------------------------------------- encoder
-
-
-def _resolve(image: Image) -> tuple[list[bytes | None], list[int]]:
-    """Text of every column (binary values rendered), and the unchanged-TOAST indexes.
-
-    Unchanged TOAST columns come back as None, to be patched by the caller.
-    """
-    table = image.table
-    tup = image.tuple
-    out: list[bytes | None] = []
-    patch: list[int] = []
-    for i, raw in enumerate(tup.values):
-        if raw is UNCHANGED_TOAST:
-            patch.append(i)
-            out.append(None)
-        elif isinstance(raw, bytes) and tup.kinds[i] == _BINARY:
-            out.append(table.renderers[i](table.binary_decoders[i](raw)).encode())
-        else:
-            out.append(raw)  # type: ignore[arg-type]
-    return out, patch
 
 
 def _hex(raw: bytes) -> bytes:
