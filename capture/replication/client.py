@@ -91,7 +91,6 @@ class ReplicationStream:
         self.acked_lsn = start_lsn
         """Highest LSN the caller acknowledged; the flushed LSN sent to the server."""
         self._sent_ack = -1
-        self._pending: list[XLogData | Keepalive] = []
         self._last_status = 0.0
         self._conn = connect(dsn, replication=True)
         self._pgconn = self._conn.pgconn
@@ -174,13 +173,6 @@ class ReplicationStream:
         self.received_lsn = received
         self.maybe_send_status()
         return batch
-
-    def read(self, timeout: float) -> XLogData | Keepalive | None:
-        """Return the next message, or None after ``timeout`` seconds without one."""
-        if not self._pending:
-            self._pending = self.read_batch(timeout)
-            self._pending.reverse()
-        return self._pending.pop() if self._pending else None
 
     def _lost(self, exc: BaseException | None) -> ConnectionLostError:
         detail = self._pgconn.get_error_message() if exc is None else str(exc)
