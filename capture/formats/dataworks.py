@@ -95,6 +95,7 @@ from capture.formats._common import setting_flag as _flag
 from capture.formats._common import truncate_sql as _truncate_sql
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.types.text import bytea_from_text
 
 _VERSION: Final = b'"0.0.1"'
 _PG_EPOCH_MS: Final = 946_684_800_000
@@ -173,21 +174,7 @@ def bytea_bytes(text: str) -> bytes:
     r"""Return the bytes of a bytea's text form (hex ``\x…`` or the escape format)."""
     if text.startswith("\\x"):
         return bytes.fromhex(text[2:])
-    out = bytearray()
-    i = 0
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c != "\\":
-            out += c.encode()
-            i += 1
-        elif text[i + 1] == "\\":
-            out.append(0x5C)
-            i += 2
-        else:
-            out.append(int(text[i + 1 : i + 4], 8))
-            i += 4
-    return bytes(out)
+    return bytea_from_text(text.encode())
 
 
 def bytes_base64(text: str) -> str:

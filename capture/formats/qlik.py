@@ -108,6 +108,7 @@ from capture.formats._common import Family, family, fast_row_key, is_lob, key_in
 from capture.formats._common import column_texts as image_texts
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.types.text import bytea_from_text
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -177,21 +178,7 @@ def bytes_hex(text: str) -> str:
     r"""Upper-case hex of a bytea's bytes, from its ``\x`` hex or escape text."""
     if text.startswith("\\x"):
         return text[2:].upper()
-    out = bytearray()
-    i = 0
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c != "\\":
-            out += c.encode()
-            i += 1
-        elif text[i + 1] == "\\":
-            out.append(0x5C)
-            i += 2
-        else:
-            out.append(int(text[i + 1 : i + 4], 8))
-            i += 4
-    return out.hex().upper()
+    return bytea_from_text(text.encode()).hex().upper()
 
 
 def _converter(column: Column) -> Any:
