@@ -135,6 +135,25 @@ def _pseudo_messages(state: DataFrame, parser: Parser) -> DataFrame:
     return out
 
 
+def _without_unneeded_raw(messages: DataFrame, parser: Parser) -> DataFrame:
+    """``messages`` with the raw Kafka key and value nulled where nothing reads them.
+
+    Only a wholly rejected message (``error`` set) and a DataWorks before half (it may
+    become an orphan or be carried to the next batch) need their raw bytes. Dropping
+    the others before the window keeps the per-partition sort small: a parser that
+    returns one row per record (IBM) would otherwise copy its message into every row.
+    """
+    needed = F.col("error").isNotNull()
+    if parser.paired:
+        needed = needed | (F.coalesce(F.col("pair_role"), F.lit("")) == "before")
+    return messages.withColumns(
+        {
+            "kafka_key": F.when(needed, F.col("kafka_key")),
+            "kafka_value": F.when(needed, F.col("kafka_value")),
+        }
+    )
+
+
 def sequence(messages: DataFrame, state: DataFrame, parser: Parser) -> DataFrame:
     """Messages (with the state's pseudo messages) annotated for output and next state.
 
@@ -146,8 +165,10 @@ def sequence(messages: DataFrame, state: DataFrame, parser: Parser) -> DataFrame
     w = Window.partitionBy(*_PART).orderBy("sort_key")
     before_now = w.rowsBetween(Window.unboundedPreceding, -1)
     upto_now = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    df = messages.withColumn("is_pseudo", F.lit(False)).unionByName(
-        _pseudo_messages(state, parser).withColumn("is_pseudo", F.col("sort_key") < 0)
+    df = (
+        _without_unneeded_raw(messages, parser)
+        .withColumn("is_pseudo", F.lit(False))
+        .unionByName(_pseudo_messages(state, parser).withColumn("is_pseudo", F.col("sort_key") < 0))
     )
     lsn = F.col("commit_lsn_num")
     count = F.coalesce(F.col("change_count"), F.lit(0)).cast("long")
