@@ -160,7 +160,8 @@ def sequence(messages: DataFrame, state: DataFrame, parser: Parser) -> DataFrame
     Added columns: ``is_pseudo``, ``base`` (records of earlier segments of the run),
     ``pos_last`` (struct lsn/ordinal, null without a position), ``is_replay``,
     ``consumed`` (a before half merged into its successor), ``pending`` (a before half
-    carried to the next batch), ``orphan``.
+    carried to the next batch), ``orphan``. ``kafka_key``/``kafka_value`` are kept only
+    where the quarantine or the next state reads them (:func:`_without_unneeded_raw`).
     """
     w = Window.partitionBy(*_PART).orderBy("sort_key")
     before_now = w.rowsBetween(Window.unboundedPreceding, -1)
