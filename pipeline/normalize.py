@@ -134,7 +134,9 @@ class NormalizeJob:
         layout_topic = self.layout_topic_name
 
         def run_batch(batch: DataFrame, batch_id: int) -> None:
-            records = batch.persist()
+            # The sequenced messages are cached (normalize_frame), so the records are
+            # read once, except by a parser that scans them twice.
+            records = batch.persist() if parser.scans_records_twice else batch
             try:
                 layouts = read_layouts(spark, self.bootstrap, layout_topic).cache()
                 result = normalize_frame(
@@ -146,7 +148,8 @@ class NormalizeJob:
                 result.release()
                 layouts.unpersist()
             finally:
-                records.unpersist()
+                if records is not batch:
+                    records.unpersist()
             log.info("normalize batch %d done", batch_id)
 
         stream = kafka.read_stream(

@@ -63,6 +63,9 @@ class Parser(ABC):
     """Transactions may span several messages whose ordinals continue (IBM segments)."""
     paired: ClassVar[bool] = False
     """Updates may come as two messages (DataWorks ``UPDATE_BEFOR``/``UPDATE_AFTER``)."""
+    scans_records_twice: ClassVar[bool] = False
+    """:meth:`parse` reads its input twice (IBM: good and malformed messages apart); the
+    normalize job then caches a batch's records instead of fetching them twice."""
     option_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
@@ -144,14 +147,22 @@ def no_changes() -> Column:
 def attach_layout(df: DataFrame, layouts: DataFrame, schema: str, table: str) -> DataFrame:
     """Add ``_layout`` (the newest layout of ``(df[schema], df[table])``, or null).
 
-    The layout set is small, so it is broadcast: no shuffle of ``df``.
+    ``_layout`` holds ``version, replica_identity, primary_key, field_count`` and
+    ``types`` (``map<column, pg type>``). The type map is built once per layout on the
+    layout side, not per change: building it from ``columns`` takes ``transform``
+    lambdas, which Spark interprets row by row. The layout set is small, so it is
+    broadcast: no shuffle of ``df``.
     """
     latest = latest_layouts(layouts).select(
         F.col("schema").alias("_l_schema"),
         F.col("table").alias("_l_table"),
-        F.struct("version", "replica_identity", "primary_key", "field_count", "columns").alias(
-            "_layout"
-        ),
+        F.struct(
+            "version",
+            "replica_identity",
+            "primary_key",
+            "field_count",
+            column_types(F.col("columns")).alias("types"),
+        ).alias("_layout"),
     )
     joined = df.join(
         F.broadcast(latest),
@@ -162,8 +173,8 @@ def attach_layout(df: DataFrame, layouts: DataFrame, schema: str, table: str) ->
 
 
 def layout_types(layout: Column) -> Column:
-    """``map<column, pg type>`` of a layout struct (null without a layout)."""
-    return F.when(layout.isNotNull(), column_types(layout["columns"]))
+    """``map<column, pg type>`` of an :func:`attach_layout` struct (null without a layout)."""
+    return layout["types"]
 
 
 def canonical_image(image: Column, types: Column, convert: Mapping[str, Any]) -> Column:

@@ -99,9 +99,15 @@ class DataWorksParser(Parser):
         payload = j["payload"]
         op_raw = payload["op"]
         columns = j["schema"]["dataColumn"]
-        dw_types = F.map_from_arrays(
-            F.transform(columns, lambda c: c["name"]), F.transform(columns, lambda c: c["type"])
+        # A column of its own, so the image lambdas below look it up rather than build it
+        # again for every value.
+        df = df.withColumn(
+            "_dw_types",
+            F.map_from_arrays(
+                F.transform(columns, lambda c: c["name"]), F.transform(columns, lambda c: c["type"])
+            ),
         )
+        dw_types = F.col("_dw_types")
         pg_types = layout_types(F.col("_layout"))
 
         def image(which: str) -> Column:
@@ -115,8 +121,10 @@ class DataWorksParser(Parser):
                 ),
             )
 
-        before = image("before")
-        after = image("after")
+        # The images are columns of their own: each is read by several expressions
+        # below, and a projection would otherwise evaluate its lambdas once per use.
+        df = df.select("*", image("before").alias("_before"), image("after").alias("_after"))
+        before, after = F.col("_before"), F.col("_after")
         seq = payload["sequenceId"]
         walcast_seq = seq.rlike("^[0-9]{30}$")
         lsn = F.when(walcast_seq, F.substring(seq, 1, 20).cast("decimal(20,0)").cast("long"))

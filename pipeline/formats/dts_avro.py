@@ -264,9 +264,16 @@ class DtsAvroParser(Parser):
                 ),
             ),
         )
-        types = F.coalesce(
-            layout_types(F.col("_layout")), F.when(fields.isNotNull(), message_types)
+        # Names and types are columns of their own, read (not rebuilt) by the image
+        # lambdas below; so are the images, which several expressions read.
+        df = df.select(
+            "*",
+            names.alias("_names"),
+            F.coalesce(
+                layout_types(F.col("_layout")), F.when(fields.isNotNull(), message_types)
+            ).alias("_types"),
         )
+        names, types = F.col("_names"), F.col("_types")
 
         def image(which: str) -> Column:
             values = r[which]["member_array"]
@@ -302,8 +309,10 @@ class DtsAvroParser(Parser):
         op = F.when(is_truncate, F.lit("truncate")).otherwise(
             F.element_at(F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), operation)
         )
-        before = image("beforeImages")
-        after = image("afterImages")
+        df = df.select(
+            "*", image("beforeImages").alias("_before"), image("afterImages").alias("_after")
+        )
+        before, after = F.col("_before"), F.col("_after")
         lsn = pgtext.lsn_number(tags["walcast.commit_lsn"])
         ordinal = F.when(
             tags["walcast.ordinal"].rlike("^[0-9]+$"), tags["walcast.ordinal"].cast("long")

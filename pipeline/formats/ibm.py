@@ -57,6 +57,7 @@ from pipeline.formats.base import (
     message,
     no_changes,
 )
+from pipeline.layouts import column_types
 
 HEADER = 12
 _OPS = {"ISRT": "insert", "REPL": "update", "DLET": "delete"}
@@ -78,6 +79,7 @@ class IbmParser(Parser):
     name: ClassVar[str] = "ibm"
     needs_layouts: ClassVar[bool] = True
     segmented: ClassVar[bool] = True
+    scans_records_twice: ClassVar[bool] = True
     option_names: ClassVar[tuple[str, ...]] = (
         "column_delimiter",
         "record_delimiter",
@@ -145,11 +147,13 @@ class IbmParser(Parser):
             F.col("table").alias("_l_table"),
             F.col("field_count").alias("_l_fields"),
             F.transform(cols, lambda c: c["name"]).alias("_l_names"),
-            F.transform(cols, lambda c: c["type"]).alias("_l_types"),
             F.transform(cols, lambda c: F.coalesce(c["rendering"], F.lit("quoted"))).alias(
                 "_l_renderings"
             ),
-            F.transform(cols, lambda c: F.coalesce(c["key"], F.lit(False))).alias("_l_keys"),
+            F.transform(
+                F.filter(cols, lambda c: F.coalesce(c["key"], F.lit(False))), lambda c: c["name"]
+            ).alias("_l_key_names"),
+            column_types(cols).alias("_l_types_map"),
             F.col("primary_key").alias("_l_pk"),
             (F.coalesce(F.col("replica_identity"), F.lit("")) == "full").alias("_l_full"),
         )
@@ -214,6 +218,9 @@ class IbmParser(Parser):
         )
         n = F.size("_l_names")
         idx = F.sequence(F.lit(0), n - 1)
+        op = F.element_at(
+            F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), F.col("_operation")
+        )
 
         def values(offset: Column) -> Column:
             return F.transform(
@@ -228,47 +235,44 @@ class IbmParser(Parser):
         invalid = F.regexp_extract("_ident", invalid_re, 1)
         joined = joined.select(
             "*",
-            F.when(F.col("_l_names").isNotNull(), values(F.lit(HEADER))).alias("_bv"),
-            F.when(F.col("_l_names").isNotNull(), values(F.lit(HEADER) + n)).alias("_av"),
+            op.alias("_op"),
             F.when(invalid != "", F.element_at("_l_names", invalid.cast("int"))).alias("_bad_col"),
             F.regexp_extract("_ident", invalid_re, 2).alias("_bad_side"),
         )
+        op = F.col("_op")
+        bad_col, bad_side = F.col("_bad_col"), F.col("_bad_side")
+        known = F.col("_l_names").isNotNull()
 
-        def as_map(vals: str, *, before: bool) -> Column:
-            entries = F.transform(
-                idx,
-                lambda k: F.struct(
-                    F.element_at("_l_names", k + 1).alias("key"),
-                    F.element_at(vals, k + 1).alias("value"),
-                    (
-                        (
-                            F.lit(before)
-                            & ~F.col("_l_full")
-                            & ~F.element_at("_l_keys", k + 1)
-                            & F.element_at(vals, k + 1).isNull()
+        # Images are built only for the ops that have them, and without lambdas in the
+        # common case: map_from_arrays(names, values). A map_filter drops unknown values
+        # only where there can be some (a column flagged INVALID; non-key before values of
+        # a table without REPLICA IDENTITY FULL).
+        after_all = F.map_from_arrays(F.col("_l_names"), values(F.lit(HEADER) + n))
+        after = F.when(
+            known & op.isin("insert", "update"),
+            F.when(
+                bad_col.isNotNull() & (bad_side == "A"),
+                F.map_filter(after_all, lambda k, _v: ~k.eqNullSafe(bad_col)),
+            ).otherwise(after_all),
+        )
+        before_all = F.map_from_arrays(F.col("_l_names"), values(F.lit(HEADER)))
+        full = F.col("_l_full")
+        before = F.when(
+            known & op.isin("update", "delete"),
+            F.when(
+                ~full | (bad_col.isNotNull() & (bad_side == "B")),
+                F.map_filter(
+                    before_all,
+                    lambda k, v: (
+                        ~(
+                            (~full & ~F.array_contains("_l_key_names", k) & v.isNull())
+                            | (k.eqNullSafe(bad_col) & (bad_side == "B"))
                         )
-                        | (
-                            F.element_at("_l_names", k + 1).eqNullSafe(F.col("_bad_col"))
-                            & (F.col("_bad_side") == F.lit("B" if before else "A"))
-                        )
-                    ).alias("unknown"),
+                    ),
                 ),
-            )
-            kept = F.filter(entries, lambda e: ~e["unknown"])
-            return F.when(
-                F.col("_l_names").isNotNull(),
-                F.map_from_entries(F.transform(kept, lambda e: F.struct(e["key"], e["value"]))),
-            )
-
-        op = F.element_at(
-            F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), F.col("_operation")
+            ).otherwise(before_all),
         )
-        joined = joined.select(
-            "*",
-            op.alias("_op"),
-            as_map("_bv", before=True).alias("_before"),
-            as_map("_av", before=False).alias("_after"),
-        )
+        joined = joined.select("*", before.alias("_before"), after.alias("_after"))
         op = F.col("_op")
         before, after = F.col("_before"), F.col("_after")
         precise, stated = F.col("_precise"), F.col("_stated")
@@ -314,8 +318,8 @@ class IbmParser(Parser):
             xid=F.col("_xid"),
             ordinal=F.lit(1),
             primary_key=F.coalesce(F.col("_l_pk"), empty_names()),
-            before=F.when(op.isin("update", "delete"), before),
-            after=F.when(op.isin("insert", "update"), after),
+            before=before,
+            after=after,
             unchanged_toast=F.when(bad_after, F.array(F.col("_bad_col"))).otherwise(empty_names()),
             changed_columns=F.when(op == "insert", F.map_keys(after))
             .when(op == "delete", empty_names())
@@ -325,7 +329,7 @@ class IbmParser(Parser):
                     F.map_filter(after, lambda k, v: ~F.element_at(before, k).eqNullSafe(v))
                 ),
             ),
-            column_types=F.map_from_arrays(F.col("_l_names"), F.col("_l_types")),
+            column_types=F.col("_l_types_map"),
             error=error,
             error_detail=F.when(error.isNotNull(), detail),
         )

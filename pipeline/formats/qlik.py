@@ -134,9 +134,16 @@ class QlikParser(Parser):
             "bool": pgtext.bool_text,
             "bytea": pgtext.bytea_from_hex,
         }
-        data = canonical_image(msg["data"], types, convert)
-        before_data = canonical_image(msg["beforeData"], types, convert)
-        present = masked(data, headers["columnMask"])
+        # Images are columns of their own (two projections): several expressions read
+        # each, and a projection would otherwise evaluate their lambdas once per use.
+        df = df.select(
+            "*",
+            canonical_image(msg["data"], types, convert).alias("_data"),
+            canonical_image(msg["beforeData"], types, convert).alias("_before_data"),
+        )
+        data, before_data = F.col("_data"), F.col("_before_data")
+        df = df.withColumn("_present", masked(data, headers["columnMask"]))
+        present = F.col("_present")
         lsn = pgtext.lsn_number(headers["streamPosition"])
         xid = pgtext.hex_number(headers["transactionId"])
         ordinal = headers["transactionEventCounter"]

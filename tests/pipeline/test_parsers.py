@@ -162,15 +162,23 @@ IBM_INVALID = (
 )
 
 
-def _layout(schema: str, table: str, columns: list[tuple[str, str, str]], key: list[str]) -> bytes:
+def _layout(
+    schema: str,
+    table: str,
+    columns: list[tuple[str, str, str]],
+    key: list[str],
+    *,
+    replica_identity: str = "full",
+) -> bytes:
+    full = replica_identity == "full"
     return json.dumps(
         {
             "schema": schema,
             "table": table,
-            "replica_identity": "full",
+            "replica_identity": replica_identity,
             "primary_key": key,
             "columns": [
-                {"position": i + 1, "name": n, "type": t, "key": True, "rendering": r}
+                {"position": i + 1, "name": n, "type": t, "key": full or n in key, "rendering": r}
                 for i, (n, t, r) in enumerate(columns)
             ],
         }
@@ -223,6 +231,55 @@ def test_ibm_seed_examples(spark) -> None:
     assert update["commit_time"] == utc(2006, 6, 30, 18, 5, 57)
     assert invalid["after"] == {"ID": "1", "B": None}
     assert invalid["unchanged_toast"] == ["A"]
+
+
+def _ibm_record(table: str, op: str, ident: str, fields: str) -> str:
+    return (
+        f'10,"{ident}","2006030","182318000005","ASN","{table}","{op}",'
+        '"0000:0000:0388:4642:0000","0000:0000:0000:0271:000c:0000:0000:0000",'
+        f'"2006-06-30-18.00.52","ASNQCAP",0000,{fields}\n'
+    )
+
+
+def test_ibm_before_images_keep_only_known_values(spark) -> None:
+    """Without REPLICA IDENTITY FULL an empty non-key before field is unknown (left
+    out), ``""`` is a known empty string; an ``…nnnB`` INVALID column is left out of the
+    before image only."""
+    cols = [("ID", "int4", "bare"), ("A", "text", "quoted"), ("B", "text", "quoted")]
+    lay = parse_layouts(
+        records(
+            spark,
+            [
+                (None, _layout("ASN", "KEYED", cols, ["ID"], replica_identity="default")),
+                (None, _layout("ASN", "WHOLE", cols, ["ID"])),
+            ],
+        )
+    )
+    message = (
+        _ibm_record("KEYED", "DLET", "IBM", "1,,,,,")
+        + _ibm_record("KEYED", "REPL", "IBM", '2,"",,2,"x","y"')
+        + _ibm_record("WHOLE", "REPL", "IBM-INVALID-COLUMN-003B-NULL", '3,"a",,3,"a","b"')
+        + _ibm_record("WHOLE", "DLET", "IBM", '4,,"c",,,')
+    )
+    result = normalize_frame(records(spark, [(None, message.encode())]), parser_for("ibm"), lay)
+    got = [r.asDict(recursive=True) for r in result.changes.orderBy("record_index").collect()]
+    assert result.quarantine.count() == 0
+    assert [(c["table"], c["op"]) for c in got] == [
+        ("KEYED", "delete"),
+        ("KEYED", "update"),
+        ("WHOLE", "update"),
+        ("WHOLE", "delete"),
+    ]
+    keyed_delete, keyed_update, whole_update, whole_delete = got
+    assert keyed_delete["before"] == {"ID": "1"}
+    assert keyed_delete["after"] is None
+    assert keyed_update["before"] == {"ID": "2", "A": ""}
+    assert keyed_update["after"] == {"ID": "2", "A": "x", "B": "y"}
+    assert whole_update["before"] == {"ID": "3", "A": "a"}
+    assert whole_update["after"] == {"ID": "3", "A": "a", "B": "b"}
+    assert whole_update["changed_columns"] == ["B"]
+    assert whole_delete["before"] == {"ID": "4", "A": None, "B": "c"}
+    assert [c["column_types"] for c in got] == [{"ID": "int4", "A": "text", "B": "text"}] * 4
 
 
 # ------------------------------------------------------------------ generated streams
