@@ -333,8 +333,13 @@ class IbmParser(Parser):
             error=error,
             error_detail=F.when(error.isNotNull(), detail),
         )
+        # A record row carries no raw Kafka bytes: they would be copied into every record
+        # of the message, and only a wholly malformed message is quarantined raw (a
+        # rejected record is quarantined by its position).
         good = joined.select(
             *message(
+                kafka_key=F.lit(None),
+                kafka_value=F.lit(None),
                 sort_key=F.col("offset") * F.lit(SORT_SPAN) + F.col("_ri"),
                 record_index=F.col("_ri"),
                 commit_lsn_num=F.col("_lsn"),
