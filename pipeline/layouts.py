@@ -124,12 +124,12 @@ def latest_layouts(layouts: DataFrame) -> DataFrame:
 
 
 def column_types(columns: Column) -> Column:
-    """``map<name, pg type>`` of a layout's ``columns`` array."""
+    """``map<name, type>`` of an array of ``{name, type}`` structs (a layout's ``columns``)."""
     return F.map_from_arrays(
         F.transform(columns, lambda c: c["name"]), F.transform(columns, lambda c: c["type"])
     )
 
 
 def column_names(columns: Column) -> Column:
-    """The column names of a layout's ``columns`` array, in position order."""
+    """The ``name`` of each struct of an array (a layout's ``columns``: position order)."""
     return F.transform(columns, lambda c: c["name"])

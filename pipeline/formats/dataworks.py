@@ -45,6 +45,7 @@ from pipeline.formats.base import (
     names_of,
     no_changes,
 )
+from pipeline.layouts import column_names, column_types
 from pipeline.schemas import struct_from_schema
 
 _CONTROL = ("MHEARTBEAT", "TRANSACTION_BEGIN", "TRANSACTION_END", "GTID", "XACOMMIT", "XAROLLBACK")
@@ -101,12 +102,7 @@ class DataWorksParser(Parser):
         columns = j["schema"]["dataColumn"]
         # A column of its own, so the image lambdas below look it up rather than build it
         # again for every value.
-        df = df.withColumn(
-            "_dw_types",
-            F.map_from_arrays(
-                F.transform(columns, lambda c: c["name"]), F.transform(columns, lambda c: c["type"])
-            ),
-        )
+        df = df.withColumn("_dw_types", column_types(columns))
         dw_types = F.col("_dw_types")
         pg_types = layout_types(F.col("_layout"))
 
@@ -135,7 +131,7 @@ class DataWorksParser(Parser):
             .when(op_raw == "DELETE", F.lit("delete"))
             .when(op_raw == "TRUNCATE", F.lit("truncate"))
         )
-        all_columns = F.transform(columns, lambda c: c["name"])
+        all_columns = column_names(columns)
         unchanged = F.when(
             (op_raw == "UPDATE_AFTER") & after.isNotNull(),
             F.array_except(all_columns, names_of(after)),
@@ -164,7 +160,7 @@ class DataWorksParser(Parser):
             primary_key=F.coalesce(
                 F.col("_layout.primary_key"), j["schema"]["primaryKey"], empty_names()
             ),
-            before=F.when(op_raw != "UPDATE_AFTER", before).otherwise(before),
+            before=before,
             after=after,
             unchanged_toast=unchanged,
             changed_columns=changed,

@@ -52,6 +52,7 @@ from pipeline.formats.base import (
     names_of,
     no_changes,
 )
+from pipeline.layouts import column_names
 from pipeline.schemas import SCHEMA_DIR
 
 NAMESPACE = "com.alibaba.dts.formats.avro"
@@ -253,7 +254,7 @@ class DtsAvroParser(Parser):
         df = attach_layout(decoded, layouts, "_schema", "_table")
         tags = r["tags"]
         fields = r["fields"]["member_array"]
-        names = F.transform(fields, lambda f: f["name"])
+        names = column_names(fields)
         oid_types = F.create_map(*[F.lit(x) for kv in TYPE_OIDS.items() for x in kv])
         message_types = F.map_from_arrays(
             names,

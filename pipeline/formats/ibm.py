@@ -57,7 +57,7 @@ from pipeline.formats.base import (
     message,
     no_changes,
 )
-from pipeline.layouts import column_types
+from pipeline.layouts import column_names, column_types
 
 HEADER = 12
 _OPS = {"ISRT": "insert", "REPL": "update", "DLET": "delete"}
@@ -146,13 +146,13 @@ class IbmParser(Parser):
             F.col("schema").alias("_l_schema"),
             F.col("table").alias("_l_table"),
             F.col("field_count").alias("_l_fields"),
-            F.transform(cols, lambda c: c["name"]).alias("_l_names"),
+            column_names(cols).alias("_l_names"),
             F.transform(cols, lambda c: F.coalesce(c["rendering"], F.lit("quoted"))).alias(
                 "_l_renderings"
             ),
-            F.transform(
-                F.filter(cols, lambda c: F.coalesce(c["key"], F.lit(False))), lambda c: c["name"]
-            ).alias("_l_key_names"),
+            column_names(F.filter(cols, lambda c: F.coalesce(c["key"], F.lit(False)))).alias(
+                "_l_key_names"
+            ),
             column_types(cols).alias("_l_types_map"),
             F.col("primary_key").alias("_l_pk"),
             (F.coalesce(F.col("replica_identity"), F.lit("")) == "full").alias("_l_full"),
@@ -273,7 +273,6 @@ class IbmParser(Parser):
             ).otherwise(before_all),
         )
         joined = joined.select("*", before.alias("_before"), after.alias("_after"))
-        op = F.col("_op")
         before, after = F.col("_before"), F.col("_after")
         precise, stated = F.col("_precise"), F.col("_stated")
         commit_time = F.when(
