@@ -2,14 +2,23 @@
 # Both install what they need first: Python packages (PyPI), PostgreSQL (Debian, if
 # missing), Kafka and Spark's connector jars (Maven Central, cached in ~/.cache/walcast).
 
-PYTHON ?= python3
+# Everything runs in a project venv (.venv): Debian/Ubuntu's system pip refuses installs
+# (PEP 668, "externally-managed-environment"). BOOTSTRAP_PYTHON only creates it.
+BOOTSTRAP_PYTHON ?= python3
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
 SERVICES := scripts/local-services
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: setup demo test unit lint typecheck bench services-start services-stop
 
-setup:
+$(PYTHON):
+	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --upgrade pip
+
+setup: $(PYTHON)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
-	scripts/fetch-spark-jars >/dev/null
+	PYTHON=$(PYTHON) scripts/fetch-spark-jars >/dev/null
 
 services-start:
 	$(SERVICES) start all
@@ -27,7 +36,7 @@ lint:
 typecheck:
 	$(PYTHON) -m mypy
 
-unit:
+unit: $(PYTHON)
 	$(PYTHON) -m pytest -m "not integration" -q
 
 test: setup lint typecheck
