@@ -48,6 +48,11 @@ class Op(enum.StrEnum):
     UPDATE = "update"
     DELETE = "delete"
     TRUNCATE = "truncate"
+    SNAPSHOT = "snapshot"
+    """A row read by an initial or on-demand load (not a change): ``before`` is None and
+    ``after`` is the whole row. ``xid`` is 0; ``commit_lsn`` is the position of the load
+    chunk's low watermark in the stream, so ``(commit_lsn, ordinal)`` sorts the row after
+    every streamed change it includes and before every later one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import base64
 import functools
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -89,6 +90,12 @@ class FormatOptions:
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Format-specific settings; each encoder validates its own and rejects unknown keys
     with a ConfigError naming ``<format>.<key>``."""
+    clock: Callable[[], float] = time.time
+    """Wall clock (Unix seconds) for the fields that say when a message was built; test
+    streams inject a fixed one so that their bytes are deterministic."""
+    max_message_bytes: int | None = None
+    """The largest message value the sink accepts (Kafka: the producer's effective
+    ``message.max.bytes`` minus the envelope), or None when unbounded (stdout)."""
 
 
 class Encoder(ABC):
