@@ -17,6 +17,7 @@ from types import FrameType
 from capture import __version__
 from capture import logging as walcast_logging
 from capture.errors import ConfigError, WalcastError
+from capture.flags import format_settings, key_values
 from capture.lsn import parse_lsn
 
 
@@ -179,12 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings_for(fmt: str, settings: dict[str, str]) -> dict[str, str]:
-    """The ``--format-option`` settings whose prefix names ``fmt``."""
-    prefixes = {fmt, fmt.replace("-", "_")}
-    return {k: v for k, v in settings.items() if k.split(".", 1)[0] in prefixes}
-
-
 def _add_spark_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """``walcast spark normalize|materialize``: the Spark jobs (needs the ``spark`` extra)."""
     try:
@@ -205,10 +200,10 @@ def _spark_missing(_args: argparse.Namespace) -> int:
 
 def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
     outputs = None
-    settings = _format_settings(args.format_option)
-    if settings and not args.format:
+    if args.format_option and not args.format:
         raise ConfigError("--format-option: only applies to outputs given with --format")
     if args.format:
+        settings = format_settings(args.format_option, args.format)
         outputs = [
             {
                 k: v
@@ -216,7 +211,7 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
                     ("format", f),
                     ("topic", args.topic),
                     ("transaction_topic", args.transaction_topic),
-                    ("settings", _settings_for(f, settings)),
+                    ("settings", settings[f]),
                 )
                 if v is not None
             }
@@ -233,7 +228,7 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
         },
         "kafka": {
             "bootstrap_servers": args.bootstrap_servers,
-            "producer": _format_settings(args.producer_option) or None,
+            "producer": key_values(args.producer_option, "--producer-option") or None,
         },
         "daemon": {
             "metrics_port": args.metrics_port,
@@ -284,16 +279,6 @@ def _source_config(args: argparse.Namespace) -> object:
     )
 
 
-def _format_settings(pairs: list[str]) -> dict[str, str]:
-    settings: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--format-option: {pair!r} is not KEY=VALUE")
-        settings[key.strip()] = value
-    return settings
-
-
 class _Stop:
     """Set by SIGTERM/SIGINT so loops end cleanly (flush, acknowledge, exit 0)."""
 
@@ -310,25 +295,19 @@ class _Stop:
 def cmd_tail(args: argparse.Namespace) -> int:
     """Run ``walcast tail``."""
     from capture.formats import format_class  # noqa: PLC0415
-    from capture.source import ChangeSource, SourceConfig  # noqa: PLC0415
+    from capture.source import SourceConfig  # noqa: PLC0415
     from capture.tail import run_tail  # noqa: PLC0415
 
-    encoder_class = format_class(args.format)
-    settings = _format_settings(args.format_option)
+    format_class(args.format)  # an unknown format fails before any connection
+    settings = format_settings(args.format_option, [args.format])[args.format]
     config = _source_config(args)
     assert isinstance(config, SourceConfig)
-    config.hold_transactions = encoder_class.needs_transaction_size
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop.handle)
     signal.signal(signal.SIGINT, stop.handle)
-    source = ChangeSource(config)
-    try:
-        encoder = encoder_class(source.format_options(settings))
-        sys.stdout.flush()
-        out = io.BufferedWriter(io.FileIO(sys.stdout.fileno(), "w", closefd=False), 1 << 20)
-        run_tail(source, out, encoder, max_events=args.max_events, stop=stop)
-    finally:
-        source.close()
+    sys.stdout.flush()
+    out = io.BufferedWriter(io.FileIO(sys.stdout.fileno(), "w", closefd=False), 1 << 20)
+    run_tail(config, args.format, settings, out, max_events=args.max_events, stop=stop)
     return 0
 
 

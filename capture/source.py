@@ -1,27 +1,33 @@
-"""A change source: preflight, the replication stream, decoding and reassembly in one place.
+"""The replication source: preflight, the replication stream, decoding and reassembly.
 
-:class:`ChangeSource` is what commands consume. It yields
-:data:`~capture.events.StreamItem` objects of committed transactions in commit order.
-The consumer calls :meth:`ChangeSource.acknowledge` with a ``TransactionCommit.end_lsn``
-once everything up to that commit has been delivered; only then may the slot advance.
+:class:`ReplicationSource` is the :class:`~capture.pump.Source` of ``tail`` and ``run``. It
+yields :data:`~capture.events.StreamItem` objects of committed transactions in commit order,
+lazily (a replayed held transaction is decoded one message at a time), and
+:class:`~capture.position.Checkpoint` items for positions that are safe once everything
+before them is delivered:
 
-On a quiet database the server's keepalives carry a WAL end past the last commit. When
-the consumer has delivered everything emitted and nothing is in flight, that position
-is acknowledged too, so the slot does not retain WAL for nothing.
+* a keepalive's WAL end while nothing is open, streaming or prepared;
+* a non-transactional logical message (walcast's heartbeat) outside any transaction.
+
+It never decides what to acknowledge: the pump's :class:`~capture.position.PositionLedger`
+does, and calls :meth:`ReplicationSource.acknowledge`. :meth:`ReplicationSource.hold` caps
+that position below pending prepared transactions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import structlog
 
 from capture import dsn as dsn_util
 from capture.errors import ConfigError, DecodeError
-from capture.events import LogicalMessageEvent, StreamItem, TransactionCommit
+from capture.events import LogicalMessageEvent, StreamItem
 from capture.formats.base import FormatOptions
 from capture.lsn import format_lsn
 from capture.pgoutput.decoder import PgOutputDecoder
+from capture.position import Checkpoint
 from capture.relcache import KeyResolver, RelationCache
 from capture.replication.client import ReplicationStream, StreamOptions
 from capture.replication.protocol import Keepalive
@@ -67,7 +73,7 @@ class SourceConfig:
             raise ConfigError("--status-interval: must be a positive number of seconds")
 
 
-class ChangeSource:
+class ReplicationSource:
     """Committed changes from one replication slot."""
 
     def __init__(self, config: SourceConfig, *, key_resolver: KeyResolver | None = None) -> None:
@@ -120,8 +126,6 @@ class ChangeSource:
             status_interval=config.status_interval,
         )
         self.server = server
-        self._emitted_end = 0
-        self._delivered_end = 0
         log.info(
             "stream_started",
             target=dsn_util.describe(config.dsn),
@@ -134,8 +138,10 @@ class ChangeSource:
             two_phase=config.two_phase,
         )
 
-    def format_options(self, settings: dict[str, str] | None = None) -> FormatOptions:
-        """Options for output formats, describing this source."""
+    def format_options(
+        self, settings: dict[str, str] | None = None, **extra: object
+    ) -> FormatOptions:
+        """Options for output formats, describing this source (``extra``: more fields)."""
         version = self.server.version_num
         host = dsn_util.parse(self.config.dsn).get("host", "localhost")
         return FormatOptions(
@@ -143,49 +149,57 @@ class ChangeSource:
             database=self.server.database,
             server=host.split(",")[0] or "localhost",
             settings=settings or {},
+            **extra,  # type: ignore[arg-type]
         )
 
-    def poll(self, timeout: float = 1.0) -> list[StreamItem]:
-        """Return the items completed by the replication messages already received.
+    @property
+    def finished(self) -> bool:
+        """A slot never runs dry."""
+        return False
 
-        Waits up to ``timeout`` seconds for the first message; the list may be empty.
+    @property
+    def received_lsn(self) -> int:
+        """Highest WAL position the server has sent."""
+        return self.stream.received_lsn
+
+    def poll(self, timeout: float = 1.0) -> Iterator[StreamItem | Checkpoint]:
+        """Yield the items completed by the replication messages already received.
+
+        Waits up to ``timeout`` seconds for the first message; may yield nothing.
         """
-        items: list[StreamItem] = []
         decode = self.decoder.decode
         feed = self.assembler.feed
+        assembler = self.assembler
         for message in self.stream.read_batch(timeout):
             if isinstance(message, Keepalive):
-                if not items and self.assembler.idle and self._delivered_end >= self._emitted_end:
-                    self.stream.acknowledge(self.assembler.ack_limit(message.wal_end))
+                if assembler.idle:
+                    yield Checkpoint(message.wal_end)
                 continue
             payload = message.payload
             try:
                 decoded = decode(payload)
             except DecodeError as exc:
                 raise exc.at_lsn(message.wal_start) from None
-            completed = feed(decoded, payload, message.wal_start)
-            if (
-                completed
-                and type(completed[0]) is LogicalMessageEvent
-                and not completed[0].transactional
-                and not items
-                and self.assembler.idle
-                and self._delivered_end >= self._emitted_end
-            ):
+            last = None
+            for item in feed(decoded, payload, message.wal_start):
+                last = item
+                yield item
+            if type(last) is LogicalMessageEvent and not last.transactional and assembler.idle:
                 # A non-transactional message (e.g. walcast's heartbeat) outside any
                 # transaction: every commit before it was sent, so its WAL end is safe.
-                self.stream.acknowledge(self.assembler.ack_limit(message.wal_end))
-            items += completed
-        for item in reversed(items):
-            if isinstance(item, TransactionCommit):
-                self._emitted_end = max(self._emitted_end, item.end_lsn)
-                break
-        return items
+                yield Checkpoint(message.wal_end)
 
-    def acknowledge(self, end_lsn: int) -> None:
-        """Everything up to the commit ending at ``end_lsn`` was delivered."""
-        self._delivered_end = max(self._delivered_end, end_lsn)
-        self.stream.acknowledge(self.assembler.ack_limit(end_lsn))
+    def acknowledge(self, lsn: int) -> None:
+        """Everything before ``lsn`` was delivered; it is confirmed at the next status update."""
+        self.stream.acknowledge(lsn)
+
+    def hold(self, lsn: int) -> int:
+        """The highest position at most ``lsn`` that is safe to confirm (pending prepares)."""
+        return self.assembler.ack_limit(lsn)
+
+    def keep_alive(self) -> None:
+        """Send a status update if one is due (called while the consumer waits)."""
+        self.stream.maybe_send_status()
 
     def close(self) -> None:
         """Send the final acknowledgement and disconnect."""

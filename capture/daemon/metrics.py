@@ -66,6 +66,8 @@ class Metrics:
             "Times reading paused on a full producer queue",
             registry=r,
         )
+        self.paused_seen = 0
+        """Back-pressure pauses already counted (the sink keeps the running total)."""
         self.healthy = True
         self.state: dict[str, Any] = {"status": "starting"}
         self.last_progress = time.monotonic()

@@ -28,17 +28,9 @@ from capture.formats import FORMAT_NAMES, encoder_for
 from capture.formats.ibm import HEADER_FIELDS, split_records
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, ReplicaIdentity
-from capture.teststream import (
-    TABLES,
-    add_parser,
-    build_tables,
-    format_options,
-    generate,
-    jsonb_text,
-    pinned_clock,
-    produce,
-    table_specs,
-)
+from capture.synthetic import SyntheticClock, format_options
+from capture.synthetic.shop import TABLES, build_tables, generate, jsonb_text, table_specs
+from capture.teststream import add_parser, produce, without_table_parts
 from capture.types import TypeRegistry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -247,18 +239,28 @@ def _produce(fmt: str, count: int = 400, seed: int = 1, tables: int = 8, setting
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
 def test_every_format_is_deterministic(fmt: str) -> None:
     first = _produce(fmt)
-    time.sleep(0.01)  # build-time fields would differ without the pinned clock
+    time.sleep(0.01)  # build-time fields would differ without the synthetic clock
     assert _produce(fmt) == first
     assert _produce(fmt, seed=2) != first
 
 
-def test_pinned_clock_reads_the_commit_time_and_is_restored() -> None:
-    real = time.time
-    with pinned_clock() as set_clock:
-        set_clock(0)
-        assert time.time_ns() == (946_684_800_000_000 + 1000) * 1000
-        assert time.time() == pytest.approx(946_684_800.001)
-    assert time.time is real
+def test_synthetic_clock_reads_the_commit_time_plus_a_millisecond() -> None:
+    clock = SyntheticClock()
+    options = format_options({}, clock)
+    assert options.clock is clock
+    clock.at_commit(0)
+    assert clock() == pytest.approx(946_684_800.001)
+    begin = next(iter(generate(1, seed=3)))
+    assert isinstance(begin, TransactionBegin)
+    clock.at_commit(begin.commit_ts)
+    assert clock() == pytest.approx(pg_ts_to_datetime(begin.commit_ts).timestamp() + 0.001)
+
+
+def test_transaction_topic_drops_the_table_parts_of_the_template() -> None:
+    assert without_table_parts("t.{format}.{schema}.{table}") == "t.{format}"
+    assert without_table_parts("cdc-{schema}-{table}-x") == "cdc-x"
+    assert without_table_parts("plain") == "plain"
+    assert without_table_parts("{table}") == "walcast.{format}"
 
 
 @pytest.mark.parametrize("fmt", JSON_FORMATS)

@@ -39,8 +39,10 @@ def run_args(
         "--topic", prefix + ".{format}.{schema}.{table}",
         "--transaction-topic", prefix + ".{format}",
         "--schema-topic", prefix + ".schemas", "--metrics-port", "0",
-        "--heartbeat-interval", "1", "--format-option", "ibm.max_message_size=400000",
+        "--heartbeat-interval", "1",
     ]  # fmt: skip
+    if "ibm" in formats:
+        args += ["--format-option", "ibm.max_message_size=400000"]
     for fmt in formats:
         args += ["--format", fmt]
     return args

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from capture.daemon.split import key_changed, split_key_update
 from capture.events import Op
+from capture.split import key_changed, split_key_update
 from tests.support.events import event, make_table
 
 T = make_table("public", "t", [("id", "int4", True), ("v", "text", False)])

@@ -1,0 +1,264 @@
+"""The pump: one path from a source of changes to a sink, for every front door.
+
+::
+
+    Source ──► (split key updates) ──► each Output's encoder ──► Sink
+      ▲                                                           │
+      └──── acknowledge ◄── PositionLedger ◄── delivery reports ◄─┘
+
+``walcast tail`` (replication source → stream sink), ``walcast run`` (replication source →
+Kafka sink) and ``walcast produce-test-stream`` (synthetic source → stream or Kafka sink) are
+thin front doors that assemble these parts; the loop, the key-update split, the layout
+announcements, the per-unit delivery accounting and the acknowledgement exist only here.
+
+Invariants:
+
+* Items are handled in stream order, one at a time, as the source yields them: a replayed
+  10M-row transaction flows through without ever being a list.
+* The source is acknowledged only with :meth:`PositionLedger.ackable`, after the sink
+  reported the messages delivered; never from anywhere else.
+* A stop (``stop()``, or :class:`~capture.sinks.StopRequested` from a sink's wait) abandons
+  the unit being produced; the server sends it again from its start after a restart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Protocol
+
+from capture.events import (
+    ChangeEvent,
+    LogicalMessageEvent,
+    StreamItem,
+    TransactionBegin,
+    TransactionCommit,
+)
+from capture.formats import format_class
+from capture.position import Checkpoint, DeliveryFailedError, PositionLedger
+from capture.sinks import StopRequested
+from capture.split import split_key_update
+
+if TYPE_CHECKING:
+    from capture.events import Table
+    from capture.formats.base import Encoder
+    from capture.sinks import Sink
+    from capture.sinks.topics import TopicNamer
+
+HEARTBEAT_PREFIX: Final = "walcast.heartbeat"
+"""Prefix of walcast's own heartbeat logical messages: they advance the slot, nothing more."""
+COMMIT_WAIT: Final = 2.0
+"""With ``max_changes``: after the last wanted change, how long to wait for its commit."""
+
+
+class Source(Protocol):
+    """Where committed changes come from (a replication slot, a synthetic generator)."""
+
+    def poll(self, timeout: float) -> Iterable[StreamItem | Checkpoint]:
+        """The items ready now, in stream order, yielded lazily; waits up to ``timeout``."""
+
+    def acknowledge(self, lsn: int) -> None:
+        """Everything before ``lsn`` was delivered (the ledger decided it)."""
+
+    def hold(self, lsn: int) -> int:
+        """The highest position at most ``lsn`` the source may confirm (pending prepares)."""
+
+    def keep_alive(self) -> None:
+        """Called during long waits: keep the connection alive (status updates)."""
+
+    @property
+    def finished(self) -> bool:
+        """A finite source has yielded everything."""
+
+    def close(self) -> None:
+        """Send the last acknowledgement and disconnect."""
+
+
+@dataclass(slots=True)
+class Output:
+    """One output format: its encoder, and (for Kafka) how its topics are named."""
+
+    format: str
+    encoder: Encoder
+    namer: TopicNamer | None = None
+    messages: int = 0
+    """Messages sent since the counters were last read (kept off the hot path)."""
+    bytes: int = 0
+
+
+def needs_transaction_sizes(formats: Iterable[str]) -> bool:
+    """Whether any of ``formats`` states a transaction's size before its changes.
+
+    The source then holds each transaction (spilling to disk) until it commits, so that
+    ``TransactionBegin.change_count`` is known.
+    """
+    return any(format_class(f).needs_transaction_size for f in formats)
+
+
+class Pump:
+    """Moves items from ``source`` through ``outputs``' encoders into ``sink``."""
+
+    def __init__(
+        self,
+        source: Source,
+        sink: Sink,
+        outputs: list[Output],
+        ledger: PositionLedger,
+        *,
+        split_key_updates: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.sink = sink
+        self.outputs = outputs
+        self.ledger = ledger
+        self.split_key_updates = split_key_updates
+        self.clock = clock
+        self.changes = 0
+        """Row changes (and load rows) read from the source."""
+        self.transactions = 0
+        self.acked_lsn = 0
+        """What this pump last acknowledged to its source."""
+        self._stop: Callable[[], bool] = lambda: False
+        self._last_table: Table | None = None
+        ledger.set_hold(source.hold)
+        sink.wait_hook = self._wait_tick
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        stop: Callable[[], bool],
+        *,
+        max_changes: int | None = None,
+        after_batch: Callable[[], None] | None = None,
+        poll_timeout: float = 0.2,
+    ) -> None:
+        """Move items until ``stop()``, the source finishes, or ``max_changes`` changes.
+
+        With ``max_changes``, the transaction of the last wanted change is completed when its
+        commit follows within :data:`COMMIT_WAIT`; a later change means the cut falls inside
+        it, and it is abandoned (sent again by the next run).
+        """
+        self._stop = stop
+        source, sink = self.source, self.sink
+        cut_at: float | None = None
+        self._last_table = None
+        try:
+            while not stop() and not source.finished:
+                for item in source.poll(poll_timeout if cut_at is None else 0.2):
+                    if cut_at is not None:
+                        if type(item) is TransactionCommit:
+                            self._handle(item)
+                            return
+                        if type(item) is ChangeEvent:
+                            self.ledger.abandon_open()
+                            return
+                        if type(item) is not TransactionBegin:
+                            self._handle(item)
+                        continue
+                    self._handle(item)
+                    if max_changes is not None and self.changes >= max_changes:
+                        if self.ledger.current is None:
+                            return
+                        cut_at = self.clock()
+                sink.service(0)
+                self.acknowledge()
+                if after_batch is not None:
+                    after_batch()
+                if cut_at is not None and self.clock() - cut_at > COMMIT_WAIT:
+                    self.ledger.abandon_open()
+                    return
+        except StopRequested:
+            self.ledger.abandon_open()
+
+    def _handle(self, item: StreamItem | Checkpoint) -> None:
+        kind = type(item)
+        outputs = self.outputs
+        sink = self.sink
+        if kind is ChangeEvent:
+            assert isinstance(item, ChangeEvent)
+            self.changes += 1
+            unit = self.ledger.current
+            if item.table is not self._last_table:
+                self._last_table = item.table
+                sink.announce(item.table)
+            events = split_key_update(item) if self.split_key_updates else (item,)
+            for event in events:
+                for output in outputs:
+                    sink.send_change(output, event, unit)
+        elif kind is TransactionBegin:
+            assert isinstance(item, TransactionBegin)
+            unit = self.ledger.begin(item.commit_lsn, self.clock(), item.commit_ts)
+            sink.open_unit(unit)
+            for output in outputs:
+                sink.send(output, output.encoder.begin(item), unit)
+        elif kind is TransactionCommit:
+            assert isinstance(item, TransactionCommit)
+            unit = self.ledger.current
+            assert unit is not None, "commit without begin"
+            for output in outputs:
+                sink.send(output, output.encoder.commit(item), unit)
+            sink.close_unit(unit)
+            self.ledger.commit(item.end_lsn)
+            self.transactions += 1
+        elif kind is Checkpoint:
+            assert isinstance(item, Checkpoint)
+            self.ledger.checkpoint(item.lsn)
+        else:
+            assert isinstance(item, LogicalMessageEvent)
+            self._logical_message(item)
+
+    def _logical_message(self, item: LogicalMessageEvent) -> None:
+        if item.prefix == HEARTBEAT_PREFIX:
+            return
+        encoded = [(o, o.encoder.logical_message(item)) for o in self.outputs]
+        if not any(messages for _, messages in encoded):
+            return
+        unit = self.ledger.current
+        own = unit is None
+        if own:  # a non-transactional message is a unit of its own
+            unit = self.ledger.begin(item.lsn, self.clock())
+            self.sink.open_unit(unit)
+        for output, messages in encoded:
+            self.sink.send(output, messages, unit)
+        if own:
+            assert unit is not None
+            self.sink.close_unit(unit)
+            self.ledger.commit(item.lsn)
+
+    # -- positions ---------------------------------------------------------------------------
+
+    def acknowledge(self) -> None:
+        """Acknowledge to the source what the ledger says is delivered."""
+        try:
+            lsn = self.ledger.ackable(self.clock())
+        except DeliveryFailedError as exc:
+            raise self.sink.refused(exc.unit) from None
+        if lsn > self.acked_lsn:
+            self.acked_lsn = lsn
+            self.source.acknowledge(lsn)
+
+    def _wait_tick(self) -> None:
+        """Called by the sink while it waits: acknowledge, keep the source alive, see stops."""
+        self.acknowledge()
+        self.source.keep_alive()
+        if self._stop():
+            raise StopRequested
+
+    def finish(self, timeout: float) -> int:
+        """Send what encoders still hold, deliver everything, acknowledge; return undelivered.
+
+        The unit being produced, if any, is abandoned first (see the module docstring).
+        """
+        self.ledger.abandon_open()
+        for output in self.outputs:
+            self.sink.send(output, output.encoder.flush(), None)
+        self._stop = lambda: False
+        try:
+            undelivered = self.sink.drain(timeout)
+        except StopRequested:  # pragma: no cover - drain's hook never raises (no stop)
+            undelivered = -1
+        self.acknowledge()
+        return undelivered

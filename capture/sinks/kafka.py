@@ -1,0 +1,372 @@
+"""The Kafka sink: produce every output's messages, report deliveries, survive outages.
+
+Invariants:
+
+* Every message is produced with the unit's :meth:`~capture.position.TxnPosition.delivered`
+  as its delivery report, so the ledger passes a unit only once Kafka confirmed all of it.
+* The producer never gives up on a message in the daemon (``message.timeout.ms=0``): a
+  broker outage fills the queue, and a full queue (``BufferError``) pauses the pump inside
+  :meth:`KafkaSink.send` while deliveries are served and ``wait_hook`` keeps the replication
+  connection alive. Nothing is dropped; a stop request abandons the unit being produced.
+* A message Kafka refuses for good (too large, not authorised) is a failure on its unit:
+  the pump stops with :meth:`KafkaSink.refused`'s one-line error and the slot stays before it.
+* Table layouts go to the compacted schema topic before the first change of the table under
+  that layout, and are confirmed before the change is produced; the wait serves deliveries
+  and ``wait_hook`` like any other, and has no deadline (an outage is a pause).
+* librdkafka's own log lines never reach the terminal raw: they go through structlog as
+  ``kafka_client`` events, each distinct line at most once per :data:`LOG_REPEAT_SECONDS`.
+  An outage longer than ``error_after`` seconds is reported once, as one ``kafka_unreachable``
+  error naming the brokers; ``kafka_reachable`` follows when deliveries resume.
+* SASL authentication failures are terminal: the next call raises :class:`KafkaSinkError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import orjson
+import structlog
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from capture.errors import WalcastError
+from capture.events import ChangeEvent, Table
+from capture.formats.base import EncodedMessage
+from capture.formats.ibm import layout_record
+from capture.lsn import format_lsn
+from capture.position import TxnPosition
+from capture.pump import Output
+
+log = structlog.get_logger("walcast.kafka")
+
+LOG_REPEAT_SECONDS: Final = 60.0
+"""A librdkafka log line repeated within this time is counted, not logged again."""
+_OUTAGE_CODES: Final = frozenset(
+    {
+        KafkaError._ALL_BROKERS_DOWN,  # noqa: SLF001 - librdkafka's public error codes
+        KafkaError._TRANSPORT,  # noqa: SLF001
+        KafkaError._RESOLVE,  # noqa: SLF001
+    }
+)
+_FATAL_CODES: Final = frozenset(
+    {
+        KafkaError._AUTHENTICATION,  # noqa: SLF001
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
+
+
+class KafkaSinkError(WalcastError):
+    """Kafka refused messages for good, or refused the client; the slot stays before it."""
+
+    exit_code = 6
+
+
+class _KafkaLog(logging.Handler):
+    """librdkafka's log lines as structlog events, each distinct one rate-limited."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        now = time.monotonic()
+        last, suppressed = self._seen.get(text, (0.0, 0))
+        if now - last < LOG_REPEAT_SECONDS:
+            self._seen[text] = (last, suppressed + 1)
+            return
+        self._seen[text] = (now, 0)
+        level = "error" if record.levelno >= logging.ERROR else "warning"
+        getattr(log, level)("kafka_client", message=text, repeated=suppressed or None)
+
+
+def client_logger() -> logging.Logger:
+    """The stdlib logger handed to every librdkafka client (producer, admin)."""
+    logger = logging.getLogger("walcast.kafka.client")
+    if not logger.handlers:
+        logger.addHandler(_KafkaLog())
+        logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
+def describe_brokers(settings: dict[str, Any]) -> str:
+    """The bootstrap servers, for messages (never credentials)."""
+    return str(settings.get("bootstrap.servers", "?"))
+
+
+class KafkaSink:
+    """Produces to Kafka with per-unit delivery accounting (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        *,
+        schema_topic: str | None = None,
+        error_after: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.brokers = describe_brokers(settings)
+        self.schema_topic = schema_topic or None
+        self.error_after = error_after
+        self._clock = clock
+        self._fatal: KafkaError | None = None
+        self._outage_since: float | None = None
+        self._outage_reported = False
+        self._last_error = ""
+        self._paused = False
+        self.pauses = 0
+        """Times the pump paused on a full queue."""
+        self.last_delivery = clock()
+        """When Kafka last confirmed a message (or the sink started)."""
+        self._in_flight = 0
+        self._published_layouts: dict[str, object] = {}
+        self.wait_hook: Callable[[], None] = lambda: None
+        self.producer = Producer(
+            {**settings, "logger": client_logger(), "error_cb": self._client_error}
+        )
+
+    # -- client errors and outages ------------------------------------------------------------
+
+    def _client_error(self, error: KafkaError) -> None:
+        """Handle librdkafka's error callback (from poll): outages, refusals of the client."""
+        code = error.code()
+        self._last_error = error.str()
+        if code in _FATAL_CODES or error.fatal():
+            self._fatal = error
+        elif code in _OUTAGE_CODES and self._outage_since is None:
+            self._outage_since = self._clock()
+
+    def _check(self) -> None:
+        """Raise for a refused client; report an outage once it lasted ``error_after``."""
+        if self._fatal is not None:
+            raise KafkaSinkError(
+                f"Kafka at {self.brokers} refused walcast: {self._fatal.str()}",
+                hint="check kafka.sasl_mechanism, kafka.sasl_username and the password, "
+                "and the client's ACLs",
+            )
+        in_flight = len(self.producer)
+        now = self._clock()
+        if in_flight < self._in_flight or (in_flight == 0 and self._outage_since is None):
+            self.last_delivery = now
+            if self._outage_reported:
+                log.info("kafka_reachable", brokers=self.brokers, in_flight=in_flight)
+            self._outage_since = None
+            self._outage_reported = False
+        elif in_flight and self._outage_since is None and now - self.last_delivery > 1.0:
+            self._outage_since = self.last_delivery
+        self._in_flight = in_flight
+        since = self._outage_since
+        if since is not None and not self._outage_reported and now - since >= self.error_after:
+            self._outage_reported = True
+            log.error(
+                "kafka_unreachable",
+                brokers=self.brokers,
+                seconds=round(now - since),
+                in_flight=in_flight,
+                last_error=self._last_error or None,
+                detail=f"Kafka at {self.brokers} has not confirmed anything for "
+                f"{round(now - since)} s; walcast keeps every change and waits (the slot "
+                "is not advanced); check kafka.bootstrap_servers and that the brokers run",
+            )
+
+    @property
+    def in_flight(self) -> int:
+        """Messages produced and not yet confirmed."""
+        return len(self.producer)
+
+    @property
+    def outage_seconds(self) -> float:
+        """How long Kafka has confirmed nothing while messages wait (0 when it flows)."""
+        since = self._outage_since
+        return 0.0 if since is None else self._clock() - since
+
+    # -- the sink interface ----------------------------------------------------------------------
+
+    def open_unit(self, unit: TxnPosition) -> None:
+        """Nothing to do: each message is counted as it is produced."""
+
+    def close_unit(self, unit: TxnPosition) -> None:
+        """Nothing to do: the unit is delivered when its last report arrives."""
+
+    def send(
+        self, output: Output, messages: list[EncodedMessage], unit: TxnPosition | None
+    ) -> None:
+        """Produce ``messages`` to ``output``'s topics; count them on ``unit``."""
+        if not messages:
+            return
+        namer = output.namer
+        assert namer is not None, "a Kafka output needs a topic namer"
+        callback = unit.delivered if unit is not None else None
+        produce = self.producer.produce
+        for message in messages:
+            topic = namer.topic(message.schema, message.table)
+            while True:
+                try:
+                    produce(
+                        topic,
+                        message.value,
+                        message.key,
+                        on_delivery=callback,
+                        headers=message.kafka_headers(),
+                    )
+                    break
+                except BufferError:
+                    self._backpressure()
+                except KafkaException as exc:
+                    raise self._rejected(exc.args[0], message, topic) from None
+            if unit is not None:
+                unit.outstanding += 1
+            output.messages += 1
+            output.bytes += len(message.value)
+        if self._paused:
+            self._paused = False
+            log.info("backpressure_resumed", in_flight=len(self.producer))
+
+    def send_change(self, output: Output, event: ChangeEvent, unit: TxnPosition | None) -> None:
+        """Encode one change and produce its messages."""
+        self.send(output, output.encoder.change(event), unit)
+
+    def _backpressure(self) -> None:
+        """The producer queue is full: serve deliveries and keep the source alive."""
+        if not self._paused:
+            self._paused = True
+            self.pauses += 1
+            log.warning(
+                "backpressure_paused",
+                in_flight=len(self.producer),
+                detail="producer queue full (broker slow or down); reading from the slot paused",
+            )
+        self.producer.poll(0.5)
+        self._check()
+        self.wait_hook()
+
+    def announce(self, table: Table) -> None:
+        """Publish ``table``'s layout to the schema topic and wait for Kafka to confirm it."""
+        if self.schema_topic is None:
+            return
+        record = layout_record(table)
+        name = table.qualified_name
+        version = record.get("version")
+        if self._published_layouts.get(name) == version:
+            return
+        reports: list[KafkaError | None] = []
+        value = orjson.dumps(record)
+        while True:
+            try:
+                self.producer.produce(
+                    self.schema_topic,
+                    value,
+                    name.encode(),
+                    on_delivery=lambda err, _msg: reports.append(err),
+                )
+                break
+            except BufferError:
+                self._backpressure()
+        while not reports:
+            self.producer.poll(0.1)
+            self._check()
+            self.wait_hook()
+        if reports[0] is not None:
+            raise KafkaSinkError(
+                f"cannot publish the layout of {name} to schema topic {self.schema_topic!r}: "
+                f"{reports[0].str()}",
+                hint="check the schema topic's ACLs and configuration (daemon.schema_topic)",
+            )
+        self._published_layouts[name] = version
+        log.info("layout_published", table=name, version=version, topic=self.schema_topic)
+
+    def service(self, timeout: float) -> None:
+        """Serve delivery reports (and client errors)."""
+        self.producer.poll(timeout)
+        self._check()
+
+    def drain(self, timeout: float) -> int:
+        """Wait up to ``timeout`` for every delivery; return how many are unconfirmed."""
+        deadline = self._clock() + timeout
+        while len(self.producer) > 0 and self._clock() < deadline:
+            self.producer.poll(0.2)
+            self._check()
+            self.wait_hook()
+        return len(self.producer)
+
+    def refused(self, unit: TxnPosition) -> WalcastError:
+        """The one-line error for a unit with a refused message."""
+        hint = (
+            "raise the topic's max.message.bytes (and kafka.producer message.max.bytes), or "
+            "make messages smaller; restart to resend"
+            if unit.too_large
+            else "fix the broker or topic configuration (ACLs, limits) and restart; nothing "
+            "was acknowledged past it"
+        )
+        return KafkaSinkError(
+            f"Kafka rejected a message of the transaction (or load chunk) committed at "
+            f"{format_lsn(unit.commit_lsn)}: {unit.failures[0]}; nothing was acknowledged "
+            "past it",
+            hint=hint,
+        )
+
+    def _rejected(self, error: KafkaError, message: EncodedMessage, topic: str) -> KafkaSinkError:
+        where = (
+            f"table {message.schema}.{message.table}" if message.table else "a transaction message"
+        )
+        lsn = format_lsn(message.commit_lsn) if message.commit_lsn is not None else "?"
+        hint = "fix the broker or topic configuration and restart; nothing was acknowledged past it"
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            hint = (
+                "raise the topic's max.message.bytes and kafka.producer message.max.bytes, or "
+                "make messages smaller (e.g. ibm.max_message_size); restart to resend"
+            )
+        return KafkaSinkError(
+            f"Kafka rejected a {len(message.value)}-byte message for {where} (xid {message.xid}, "
+            f"commit LSN {lsn}) on topic {topic!r}: {error.str()}",
+            hint=hint,
+        )
+
+    def close(self) -> None:
+        """Nothing to release beyond the producer (dropped with the sink)."""
+
+    # -- topics -----------------------------------------------------------------------------------
+
+    def ensure_compacted_topic(self, topic: str, *, timeout: float = 15.0) -> None:
+        """Create ``topic`` compacted if missing (the schema and progress topics).
+
+        Failure is a warning: the topic may exist already, or be created by an operator.
+        """
+        admin_settings: dict[str, Any] = {
+            k: v
+            for k, v in self.settings.items()
+            if k.startswith(("bootstrap.", "security.", "sasl.", "ssl.", "client."))
+        }
+        admin_settings["logger"] = client_logger()
+        admin = AdminClient(admin_settings)
+        futures = admin.create_topics(
+            [NewTopic(topic, num_partitions=1, config={"cleanup.policy": "compact"})],
+            request_timeout=timeout,
+        )
+        for future in futures.values():
+            try:
+                future.result(timeout=timeout + 5)
+                log.info("topic_created", topic=topic, cleanup_policy="compact")
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    log.warning("topic_not_created", topic=topic, error=error.str())
+            except Exception as exc:  # noqa: BLE001 - a timeout of the admin future
+                log.warning("topic_not_created", topic=topic, error=str(exc) or "timed out")
+
+    def reachable(self, timeout: float) -> bool:
+        """Whether a broker answers a metadata request within ``timeout`` seconds."""
+        try:
+            self.producer.list_topics(timeout=timeout)
+        except KafkaException:
+            return False
+        return True
