@@ -8,9 +8,11 @@ gives a clear error listing the valid names for an unknown one.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 
 from capture.errors import ConfigError
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.settings import FormatSettings, parse_into
 
 _MODULES: dict[str, tuple[str, str]] = {
     "json": ("capture.formats.tail_json", "TailJsonEncoder"),
@@ -44,11 +46,25 @@ def encoder_for(
     return format_class(name, setting=setting)(options)
 
 
+def parse_settings(format_name: str, settings: Mapping[str, str]) -> FormatSettings:
+    """Parse the fully prefixed ``settings`` of format ``format_name`` into its ``Settings``.
+
+    Keys name their format (``ibm.column_delimiter``, ``dts_avro.heartbeats``); an
+    unprefixed key, a key of another format, an unknown key or a bad value is a ConfigError
+    naming the key (and listing the valid keys). The result can be given to the encoder as
+    ``FormatOptions.settings``. See :mod:`capture.formats.settings`.
+    """
+    cls = format_class(format_name)
+    return parse_into(cls.settings_class, format_name, settings)
+
+
 __all__ = [
     "FORMAT_NAMES",
     "EncodedMessage",
     "Encoder",
     "FormatOptions",
+    "FormatSettings",
     "encoder_for",
     "format_class",
+    "parse_settings",
 ]

@@ -7,11 +7,11 @@ family to its own type system (and documents the mapping in its module docstring
 from __future__ import annotations
 
 import enum
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
 import orjson
 
-from capture.errors import ConfigError
 from capture.events import ChangeEvent, Column, Image, Table, pg_ts_to_datetime
 from capture.pgoutput.messages import (
     TRUNCATE_CASCADE,
@@ -164,6 +164,20 @@ def row_key(table: Table, image: Image | None) -> bytes:
     return fast_row_key(table, key_prefix_of(table), key_indexes_of(table), image)
 
 
+def clock_us(clock: Callable[[], float]) -> int:
+    """``clock()`` (Unix seconds, a float) as whole microseconds.
+
+    Rounded to the microsecond first, so that a clock reading an exact microsecond (the
+    synthetic clock) gives exactly it, then callers floor to their unit.
+    """
+    return round(clock() * 1_000_000)
+
+
+def clock_ms(clock: Callable[[], float]) -> int:
+    """``clock()`` as Unix milliseconds (floor): "when the message was built" fields."""
+    return clock_us(clock) // 1000
+
+
 def commit_unix_ms(event: ChangeEvent) -> int:
     """Commit time as milliseconds since the Unix epoch."""
     return (event.commit_ts + 946_684_800_000_000) // 1000
@@ -172,30 +186,6 @@ def commit_unix_ms(event: ChangeEvent) -> int:
 def commit_datetime_text(event: ChangeEvent) -> str:
     """Commit time, ISO-8601 UTC with microseconds."""
     return pg_ts_to_datetime(event.commit_ts).isoformat()
-
-
-_TRUE: Final = frozenset({"true", "1", "yes", "on"})
-_FALSE: Final = frozenset({"false", "0", "no", "off"})
-
-
-def setting_flag(key: str, value: Any) -> bool:
-    """A boolean format setting; the error names ``key``."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{key}: {value!r} is not a boolean; expected true or false")
-
-
-def setting_choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
-    """A format setting that must be one of ``allowed``; the error names ``key``."""
-    text = str(value).strip()
-    if text not in allowed:
-        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
-    return text
 
 
 def quote_ident(name: str) -> str:

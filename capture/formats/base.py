@@ -35,6 +35,7 @@ from capture.events import (
     TransactionBegin,
     TransactionCommit,
 )
+from capture.formats.settings import FormatSettings
 from capture.lsn import format_lsn
 
 
@@ -87,9 +88,10 @@ class FormatOptions:
     """The source database name."""
     server: str = "localhost"
     """The source server's name, where a format carries one (Qlik lineage)."""
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    """Format-specific settings; each encoder validates its own and rejects unknown keys
-    with a ConfigError naming ``<format>.<key>``."""
+    settings: Mapping[str, Any] | FormatSettings = field(default_factory=dict)
+    """The format's own settings: its parsed ``Settings`` object
+    (:func:`capture.formats.parse_settings`), or the raw fully prefixed mapping, which the
+    encoder parses (a ConfigError naming ``<format>.<key>`` for a bad one)."""
     clock: Callable[[], float] = time.time
     """Wall clock (Unix seconds) for the fields that say when a message was built; test
     streams inject a fixed one so that their bytes are deterministic."""
@@ -107,6 +109,8 @@ class Encoder(ABC):
     """Values are binary (Avro); ``tail`` prints them base64-encoded, one per line."""
     needs_transaction_size: ClassVar[bool] = False
     """The format states a transaction's size before its changes (see module docstring)."""
+    settings_class: ClassVar[type[FormatSettings]]
+    """The format's ``Settings`` dataclass (see :mod:`capture.formats.settings`)."""
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         self.options = options if options is not None else FormatOptions()

@@ -67,16 +67,15 @@ Decisions:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
 
 import orjson
 
-from capture.errors import ConfigError
 from capture.events import ChangeEvent, Column, Image, Op, Table
 from capture.formats._common import (
     Family,
+    clock_ms,
     family,
     fast_row_key,
     is_lob,
@@ -84,15 +83,25 @@ from capture.formats._common import (
     truncate_sql,
 )
 from capture.formats._common import column_texts as image_texts
-from capture.formats._common import setting_choice as _choice
-from capture.formats._common import setting_flag as _flag
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.settings import FormatSettings, resolve_settings
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 
-_DATABASE_NAMES: Final = ("schema", "database", "database.schema")
-_TRUNCATE_MODES: Final = ("emit", "skip")
-_SETTINGS: Final = ("database_name", "truncate", "walcast_keys")
+
+@dataclass(frozen=True, slots=True)
+class Settings(FormatSettings):
+    """The ``canal.*`` settings (see the module docstring)."""
+
+    format_name: ClassVar[str] = "canal"
+
+    database_name: Literal["schema", "database", "database.schema"] = "schema"
+    """What ``database`` holds: the schema, the database, or ``database.schema``."""
+    truncate: Literal["emit", "skip"] = "emit"
+    """Write TRUNCATE as canal's DDL-style message, or drop it."""
+    walcast_keys: bool = False
+    """Add a ``walcast`` object with the commit LSN, ordinal and xid to each message."""
+
 
 _SQL_TYPES: Final = {
     Family.BOOL: 16,
@@ -209,25 +218,12 @@ class CanalEncoder(Encoder):
     """canal FlatMessage JSON, one row per message."""
 
     name: ClassVar[str] = "canal"
+    settings_class: ClassVar[type[FormatSettings]] = Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.database_name = "schema"
-        self.truncate = "emit"
-        self.walcast_keys = False
-        for key, value in self.options.settings.items():
-            prefix, _, setting = key.partition(".")
-            if prefix != self.name or setting not in _SETTINGS:
-                raise ConfigError(
-                    f"{key}: unknown setting for format canal; valid settings: "
-                    + ", ".join(f"canal.{s}" for s in _SETTINGS)
-                )
-            if setting == "database_name":
-                self.database_name = _choice(key, value, _DATABASE_NAMES)
-            elif setting == "truncate":
-                self.truncate = _choice(key, value, _TRUNCATE_MODES)
-            else:
-                self.walcast_keys = _flag(key, value)
+        self.settings = resolve_settings(Settings, self.name, self.options.settings)
+        self._clock = self.options.clock
         self._plans: dict[int, _Plan] = {}
         self._lsn = -1
         self._gtid = ""
@@ -240,9 +236,9 @@ class CanalEncoder(Encoder):
         plan = self._plans.get(table.relation_id)
         if plan is not None and plan.table is table:
             return plan
-        if self.database_name == "schema":
+        if self.settings.database_name == "schema":
             database = table.schema
-        elif self.database_name == "database":
+        elif self.settings.database_name == "database":
             database = self.options.database
         else:
             database = f"{self.options.database}.{table.schema}"
@@ -295,7 +291,7 @@ class CanalEncoder(Encoder):
             data = [_present_row(plan, before)] if before is not None else [{}]
             kind = "DELETE"
         else:
-            if self.truncate == "skip":
+            if self.settings.truncate == "skip":
                 return None
             return self._truncate(plan, event)
         doc: dict[str, Any] = {
@@ -311,10 +307,10 @@ class CanalEncoder(Encoder):
             "sql": "",
             "sqlType": plan.sql_type,
             "table": plan.name,
-            "ts": time.time_ns() // 1_000_000,
+            "ts": clock_ms(self._clock),
             "type": kind,
         }
-        if self.walcast_keys:
+        if self.settings.walcast_keys:
             doc["walcast"] = {
                 "commitLsn": self._lsn_text,
                 "ordinal": event.ordinal,
@@ -358,10 +354,10 @@ class CanalEncoder(Encoder):
             "sql": truncate_sql(event.table, event.truncate_options),
             "sqlType": None,
             "table": plan.name,
-            "ts": time.time_ns() // 1_000_000,
+            "ts": clock_ms(self._clock),
             "type": "TRUNCATE",
         }
-        if self.walcast_keys:
+        if self.settings.walcast_keys:
             doc["walcast"] = {
                 "commitLsn": self._lsn_text,
                 "ordinal": event.ordinal,

@@ -72,14 +72,12 @@ Decisions:
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
 
 import orjson
 
-from capture.errors import ConfigError
 from capture.events import (
     ChangeEvent,
     Column,
@@ -88,23 +86,33 @@ from capture.events import (
     TransactionBegin,
     TransactionCommit,
 )
-from capture.formats._common import Family, family, fast_row_key, key_indexes_of
+from capture.formats._common import Family, clock_ms, family, fast_row_key, key_indexes_of
 from capture.formats._common import column_texts as image_texts
-from capture.formats._common import setting_choice as _choice
-from capture.formats._common import setting_flag as _flag
 from capture.formats._common import truncate_sql as _truncate_sql
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.settings import FormatSettings, resolve_settings
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 from capture.types.text import bytea_from_text
 
 _VERSION: Final = b'"0.0.1"'
 _PG_EPOCH_MS: Final = 946_684_800_000
-_TIMESTAMP_TYPES: Final = ("auto", "date", "string")
-_UPDATE_RECORDS: Final = ("split", "single")
-_SETTINGS: Final = ("timestamp_type", "transaction_records", "update_records")
 _NULL_SCHEMA: Final = b'{"dataColumn":null,"primaryKey":null,"source":null}'
 
 Converter = Callable[[str], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings(FormatSettings):
+    """The ``dataworks.*`` settings (see the module docstring)."""
+
+    format_name: ClassVar[str] = "dataworks"
+
+    timestamp_type: Literal["auto", "date", "string"] = "auto"
+    """How date, timestamp and timestamptz columns are typed."""
+    transaction_records: bool = False
+    """Write TRANSACTION_BEGIN / TRANSACTION_END records around each transaction."""
+    update_records: Literal["split", "single"] = "split"
+    """An update as UPDATE_BEFOR + UPDATE_AFTER, or as one UPDATE_AFTER with both images."""
 
 
 # ------------------------------------------------------------------ value converters
@@ -236,25 +244,12 @@ class DataWorksEncoder(Encoder):
     """DataWorks JSON records; updates split into UPDATE_BEFOR/UPDATE_AFTER."""
 
     name: ClassVar[str] = "dataworks"
+    settings_class: ClassVar[type[FormatSettings]] = Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.timestamp_type = "auto"
-        self.transaction_records = False
-        self.update_records = "split"
-        for key, value in self.options.settings.items():
-            prefix, _, setting = key.partition(".")
-            if prefix != self.name or setting not in _SETTINGS:
-                raise ConfigError(
-                    f"{key}: unknown setting for format dataworks; valid settings: "
-                    + ", ".join(f"dataworks.{s}" for s in _SETTINGS)
-                )
-            if setting == "timestamp_type":
-                self.timestamp_type = _choice(key, value, _TIMESTAMP_TYPES)
-            elif setting == "update_records":
-                self.update_records = _choice(key, value, _UPDATE_RECORDS)
-            else:
-                self.transaction_records = _flag(key, value)
+        self.settings = resolve_settings(Settings, self.name, self.options.settings)
+        self._clock = self.options.clock
         self._plans: dict[int, _Plan] = {}
         self._ts = -1
         self._event_ms = 0
@@ -265,7 +260,7 @@ class DataWorksEncoder(Encoder):
         plan = self._plans.get(table.relation_id)
         if plan is not None and plan.table is table:
             return plan
-        types = [column_type(c, self.timestamp_type) for c in table.columns]
+        types = [column_type(c, self.settings.timestamp_type) for c in table.columns]
         schema = {
             "dataColumn": [
                 {"name": c.name, "type": t} for c, (t, _) in zip(table.columns, types, strict=True)
@@ -365,7 +360,7 @@ class DataWorksEncoder(Encoder):
     ) -> bytes:
         stamps: dict[str, int] = {"eventTime": event_ms}
         if system:
-            stamps["systemTime"] = time.time_ns() // 1_000_000
+            stamps["systemTime"] = clock_ms(self._clock)
         stamps["checkpointTime"] = event_ms
         payload = {
             "before": before,
@@ -414,7 +409,7 @@ class DataWorksEncoder(Encoder):
                 key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, event.before)
             else:
                 key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, event.after)
-                if self.update_records == "single":
+                if self.settings.update_records == "single":
                     values = [
                         self._record(
                             schema_json, "UPDATE_AFTER", seq, event_ms, before=before, after=after
@@ -441,7 +436,7 @@ class DataWorksEncoder(Encoder):
 
     def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:
         """Write a ``TRANSACTION_BEGIN`` record when ``dataworks.transaction_records`` is on."""
-        if not self.transaction_records:
+        if not self.settings.transaction_records:
             return []
         seq = f"{begin.commit_lsn:020d}{0:010d}"
         event_ms = self._event_time(begin.commit_ts)
@@ -450,7 +445,7 @@ class DataWorksEncoder(Encoder):
 
     def commit(self, commit: TransactionCommit) -> list[EncodedMessage]:
         """Write a ``TRANSACTION_END`` record when ``dataworks.transaction_records`` is on."""
-        if not self.transaction_records:
+        if not self.settings.transaction_records:
             return []
         seq = f"{commit.commit_lsn:020d}{commit.change_count + 1:010d}"
         event_ms = self._event_time(commit.commit_ts)

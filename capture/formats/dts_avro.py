@@ -98,11 +98,10 @@ import binascii
 import functools
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 import orjson
 
-from capture.errors import ConfigError
 from capture.events import (
     ChangeEvent,
     Column,
@@ -115,8 +114,8 @@ from capture.events import (
 )
 from capture.formats._common import Family, family, truncate_sql
 from capture.formats._common import raw_texts as _resolve
-from capture.formats._common import setting_flag as _flag
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.settings import FormatSettings, resolve_settings
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import (
     UNCHANGED_TOAST,
@@ -124,9 +123,8 @@ from capture.pgoutput.messages import (
 from capture.types.text import bytea_from_text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
-PREFIX: Final = "dts-avro."
 RECORD_VERSION: Final = 1
 CHARSET: Final = "UTF8"
 SOURCE_TYPES: Final = (
@@ -644,29 +642,15 @@ def converter(column: Column) -> Callable[[bytes], bytes]:
 
 
 @dataclass(frozen=True, slots=True)
-class DtsAvroSettings:
-    """The validated ``dts-avro.*`` settings."""
+class Settings(FormatSettings):
+    """The ``dts-avro.*`` settings (see the module docstring)."""
+
+    format_name: ClassVar[str] = "dts-avro"
 
     transaction_records: bool = False
     """Emit BEGIN and COMMIT records around each transaction's changes."""
     heartbeats: bool = True
     """Emit HEARTBEAT records when :meth:`DtsAvroEncoder.heartbeat` is called."""
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> DtsAvroSettings:
-        """Validate the ``dts-avro.*`` keys of ``settings`` (other keys are ignored)."""
-        values: dict[str, bool] = {}
-        for key, raw in settings.items():
-            if not key.startswith(PREFIX):
-                continue
-            name = key[len(PREFIX) :]
-            if name not in cls.__dataclass_fields__:
-                raise ConfigError(
-                    f"{key}: unknown setting; valid: "
-                    + ", ".join(PREFIX + k for k in cls.__dataclass_fields__)
-                )
-            values[name] = _flag(key, raw)
-        return cls(**values)
 
 
 # --------------------------------------------------------------------------- encoder
@@ -746,10 +730,11 @@ class DtsAvroEncoder(Encoder):
 
     name: ClassVar[str] = "dts-avro"
     binary_output: ClassVar[bool] = True
+    settings_class: ClassVar[type[FormatSettings]] = Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.settings = DtsAvroSettings.from_settings(self.options.settings)
+        self.settings = resolve_settings(Settings, self.name, self.options.settings)
         self._version = zigzag(RECORD_VERSION)
         self._source = zigzag(SOURCE_TYPES.index("PostgreSQL")) + avro_string(
             self.options.source_version

@@ -106,7 +106,7 @@ Layout records
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
@@ -125,11 +125,12 @@ from capture.events import (
 from capture.formats._common import Family, family
 from capture.formats._common import raw_texts as _resolve
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.settings import PARSE, FormatSettings, resolve_settings
 from capture.pgoutput.messages import UnchangedToast
 from capture.types.text import bytea_from_text
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterator, Sequence
 
 PREFIX: Final = "ibm."
 DEFAULT_MAX_MESSAGE_SIZE: Final = 1_000_000
@@ -155,6 +156,12 @@ OPERATIONS: Final = {Op.INSERT: "ISRT", Op.UPDATE: "REPL", Op.DELETE: "DLET"}
 _SEG_FINAL: Final = b"0000"
 _BINARY: Final = ord("b")
 _UNCHANGED: Final = ord("u")
+_DELIMITERS: Final = (
+    "column_delimiter",
+    "record_delimiter",
+    "string_delimiter",
+    "decimal_character",
+)
 _ESCAPES: Final = {"\\n": "\n", "\\r": "\r", "\\t": "\t", "\\\\": "\\"}
 
 # How a column's values are rendered.
@@ -212,61 +219,6 @@ def parse_commit_lsn(text: str) -> int:
 # --------------------------------------------------------------------------- settings
 
 
-@dataclass(frozen=True, slots=True)
-class IbmSettings:
-    """The validated ``ibm.*`` settings."""
-
-    column_delimiter: str = ","
-    record_delimiter: str = "\n"
-    string_delimiter: str = '"'
-    decimal_character: str = "."
-    identifier: str = "IBM"
-    plan_name: str = ""
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> IbmSettings:
-        """Validate the ``ibm.*`` keys of ``settings`` (other formats' keys are ignored)."""
-        defaults = cls()
-        values: dict[str, Any] = {}
-        for key, raw in settings.items():
-            if not key.startswith(PREFIX):
-                continue
-            name = key[len(PREFIX) :]
-            if name not in cls.__dataclass_fields__:
-                raise ConfigError(
-                    f"{key}: unknown setting; valid: "
-                    + ", ".join(PREFIX + k for k in cls.__dataclass_fields__)
-                )
-            values[name] = raw
-        chars = {
-            name: _delimiter(PREFIX + name, values.get(name, getattr(defaults, name)))
-            for name in (
-                "column_delimiter",
-                "record_delimiter",
-                "string_delimiter",
-                "decimal_character",
-            )
-        }
-        seen: dict[str, str] = {}
-        for name, char in chars.items():
-            if char in seen:
-                raise ConfigError(
-                    f"{PREFIX}{name}: {char!r} is already the {PREFIX}{seen[char]}; "
-                    "the four delimiters must all be different"
-                )
-            seen[char] = name
-        identifier = str(values.get("identifier", defaults.identifier))
-        if not identifier:
-            raise ConfigError(f"{PREFIX}identifier: must not be empty")
-        return cls(
-            identifier=identifier,
-            plan_name=str(values.get("plan_name", defaults.plan_name)),
-            max_message_size=_size(values.get("max_message_size", defaults.max_message_size)),
-            **chars,
-        )
-
-
 def _delimiter(setting: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{setting}: {value!r} is not a character")
@@ -287,8 +239,14 @@ def _delimiter(setting: str, value: Any) -> str:
     return text
 
 
-def _size(value: Any) -> int:
-    setting = PREFIX + "max_message_size"
+def _identifier(setting: str, value: Any) -> str:
+    text = str(value)
+    if not text:
+        raise ConfigError(f"{setting}: must not be empty")
+    return text
+
+
+def _size(setting: str, value: Any) -> int:
     try:
         size = int(value)
     except (TypeError, ValueError):
@@ -296,6 +254,33 @@ def _size(value: Any) -> int:
     if size < MIN_MESSAGE_SIZE:
         raise ConfigError(f"{setting}: {size} is below the minimum of {MIN_MESSAGE_SIZE} bytes")
     return size
+
+
+@dataclass(frozen=True, slots=True)
+class Settings(FormatSettings):
+    """The ``ibm.*`` settings (see the module docstring)."""
+
+    format_name: ClassVar[str] = "ibm"
+
+    column_delimiter: str = field(default=",", metadata={PARSE: _delimiter})
+    record_delimiter: str = field(default="\n", metadata={PARSE: _delimiter})
+    string_delimiter: str = field(default='"', metadata={PARSE: _delimiter})
+    decimal_character: str = field(default=".", metadata={PARSE: _delimiter})
+    identifier: str = field(default="IBM", metadata={PARSE: _identifier})
+    plan_name: str = ""
+    max_message_size: int = field(default=DEFAULT_MAX_MESSAGE_SIZE, metadata={PARSE: _size})
+
+    def check(self) -> None:
+        """The four delimiters must all be different."""
+        seen: dict[str, str] = {}
+        for name in _DELIMITERS:
+            char = getattr(self, name)
+            if char in seen:
+                raise ConfigError(
+                    f"{PREFIX}{name}: {char!r} is already the {PREFIX}{seen[char]}; "
+                    "the four delimiters must all be different"
+                )
+            seen[char] = name
 
 
 # --------------------------------------------------------------------------- layout
@@ -398,10 +383,11 @@ class IbmDelimitedEncoder(Encoder):
     """Delimited Event Publishing messages, one per transaction (or segment)."""
 
     name: ClassVar[str] = "ibm"
+    settings_class: ClassVar[type[FormatSettings]] = Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        cfg = IbmSettings.from_settings(self.options.settings)
+        cfg = resolve_settings(Settings, self.name, self.options.settings)
         self.settings = cfg
         self._cd = cfg.column_delimiter.encode()
         self._rd = cfg.record_delimiter.encode()

@@ -107,13 +107,13 @@ from capture.events import (
 from capture.formats._common import Family, family, fast_row_key, is_lob, key_indexes_of
 from capture.formats._common import column_texts as image_texts
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.settings import PARSE, FormatSettings, resolve_settings
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 from capture.types.text import bytea_from_text
 
 if TYPE_CHECKING:
     import datetime as dt
 
-_SETTINGS: Final = ("task",)
 _DT_PREFIX: Final = (
     b'{"magic":"atMSG","type":"DT","headers":null,"messageSchemaId":null,'
     b'"messageSchema":null,"message":'
@@ -157,6 +157,26 @@ _AVRO_TYPES: Final[dict[Family, Any]] = {
     Family.REAL: ["float", "string"],
     Family.DOUBLE: ["double", "string"],
 }
+
+
+# ------------------------------------------------------------------ settings
+
+
+def _task(key: str, value: Any) -> str:
+    task = str(value).strip()
+    if not task:
+        raise ConfigError(f"{key}: the task name must not be empty")
+    return task
+
+
+@dataclass(frozen=True, slots=True)
+class Settings(FormatSettings):
+    """The ``qlik.*`` settings (see the module docstring)."""
+
+    format_name: ClassVar[str] = "qlik"
+
+    task: str | None = field(default=None, metadata={PARSE: _task})
+    """``lineage.task`` of MD messages; None: the producer's name (``source_name``)."""
 
 
 # ------------------------------------------------------------------ values
@@ -279,21 +299,12 @@ class QlikEncoder(Encoder):
 
     name: ClassVar[str] = "qlik"
     needs_transaction_size: ClassVar[bool] = True
+    settings_class: ClassVar[type[FormatSettings]] = Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.task = self.options.source_name
-        for key, value in self.options.settings.items():
-            prefix, _, setting = key.partition(".")
-            if prefix != self.name or setting not in _SETTINGS:
-                raise ConfigError(
-                    f"{key}: unknown setting for format qlik; valid settings: "
-                    + ", ".join(f"qlik.{s}" for s in _SETTINGS)
-                )
-            task = str(value).strip()
-            if not task:
-                raise ConfigError(f"{key}: the task name must not be empty")
-            self.task = task
+        self.settings = resolve_settings(Settings, self.name, self.options.settings)
+        self.task = self.settings.task or self.options.source_name
         self._plans: dict[int, _Plan] = {}
         self._versions: dict[int, tuple[str, int]] = {}
         """relation OID → (schemaId, tableVersion) last announced."""

@@ -47,23 +47,31 @@ Decisions:
 from __future__ import annotations
 
 import datetime as dt
-import time
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
 
 import orjson
 
-from capture.errors import ConfigError, WalcastError
+from capture.errors import WalcastError
 from capture.events import ChangeEvent, Image, Op, Table, TransactionBegin, TransactionCommit
+from capture.formats._common import clock_us, fast_row_key, key_indexes_of
 from capture.formats._common import column_texts as image_texts
-from capture.formats._common import fast_row_key, key_indexes_of
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.settings import FormatSettings, resolve_settings
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 
-_SETTINGS: Final = ("truncate",)
-_TRUNCATE_MODES: Final = ("emit", "skip")
 _PG_EPOCH_S: Final = 946_684_800
 _OPS: Final = {Op.INSERT: "ins", Op.UPDATE: "upd", Op.DELETE: "del", Op.TRUNCATE: "truncate"}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings(FormatSettings):
+    """The ``shareplex.*`` settings (see the module docstring)."""
+
+    format_name: ClassVar[str] = "shareplex"
+
+    truncate: Literal["emit", "skip"] = "emit"
+    """Write a TRUNCATE as op ``truncate``, or drop it."""
 
 
 class TransactionSizeError(WalcastError):
@@ -91,21 +99,12 @@ class ShareplexEncoder(Encoder):
 
     name: ClassVar[str] = "shareplex"
     needs_transaction_size: ClassVar[bool] = True
+    settings_class: ClassVar[type[FormatSettings]] = Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.truncate = "emit"
-        for key, value in self.options.settings.items():
-            prefix, _, setting = key.partition(".")
-            if prefix != self.name or setting not in _SETTINGS:
-                raise ConfigError(
-                    f"{key}: unknown setting for format shareplex; valid settings: "
-                    + ", ".join(f"shareplex.{s}" for s in _SETTINGS)
-                )
-            text = str(value).strip()
-            if text not in _TRUNCATE_MODES:
-                raise ConfigError(f"{key}: {value!r} is not one of {', '.join(_TRUNCATE_MODES)}")
-            self.truncate = text
+        self.settings = resolve_settings(Settings, self.name, self.options.settings)
+        self._clock = self.options.clock
         self._plans: dict[int, _Plan] = {}
         self._size: int | None = None
         self._size_xid: int | None = None
@@ -171,7 +170,7 @@ class ShareplexEncoder(Encoder):
         if event.commit_ts != self._ts:
             self._ts = event.commit_ts
             self._time = _seconds_text(event.commit_ts // 1_000_000 + _PG_EPOCH_S)
-        now_s = int(time.time())
+        now_s = clock_us(self._clock) // 1_000_000
         if now_s != self._post_s:
             self._post_s = now_s
             self._post = _seconds_text(now_s)
@@ -193,7 +192,7 @@ class ShareplexEncoder(Encoder):
     def document(self, event: ChangeEvent) -> dict[str, Any] | None:
         """Build the message of ``event`` as a dict (None for a skipped TRUNCATE)."""
         op = event.op
-        if op is Op.TRUNCATE and self.truncate == "skip":
+        if op is Op.TRUNCATE and self.settings.truncate == "skip":
             return None
         meta = self.meta(event)
         plan = self._plan(event.table)

@@ -18,13 +18,15 @@ Decisions:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import orjson
 
 from capture.events import ChangeEvent, Image, Op, Table, pg_ts_to_datetime
 from capture.formats._common import fast_row_key, key_indexes_of, key_prefix_of
-from capture.formats.base import EncodedMessage, Encoder
+from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.settings import FormatSettings, resolve_settings
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
 
@@ -58,6 +60,13 @@ def image_texts(image: Image | None) -> dict[str, Any] | None:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Settings(FormatSettings):
+    """The ``json`` format has no settings (any ``json.*`` key is an error)."""
+
+    format_name: ClassVar[str] = "json"
+
+
 class TailJsonEncoder(Encoder):
     """One JSON object per row change.
 
@@ -67,9 +76,11 @@ class TailJsonEncoder(Encoder):
     """
 
     name: ClassVar[str] = "json"
+    settings_class: ClassVar[type[FormatSettings]] = Settings
 
-    def __init__(self, options: Any = None) -> None:
+    def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
+        self.settings = resolve_settings(Settings, self.name, self.options.settings)
         self._prefix_key: tuple[Op, Table, int] | None = None
         self._prefix = b""
         self._keys: dict[Table, tuple[bytes, tuple[int, ...] | None]] = {}

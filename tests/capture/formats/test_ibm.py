@@ -526,14 +526,14 @@ def test_bad_settings_name_the_setting(key: str, value: str, message: str) -> No
     assert key in str(info.value)
 
 
-def test_settings_of_other_formats_are_ignored_and_escapes_accepted() -> None:
+def test_escapes_accepted_and_settings_of_other_formats_rejected() -> None:
     enc = IbmDelimitedEncoder(
-        FormatOptions(
-            settings={"canal.x": "1", "ibm.column_delimiter": "\\t", "ibm.max_message_size": 4096}
-        )
+        FormatOptions(settings={"ibm.column_delimiter": "\\t", "ibm.max_message_size": 4096})
     )
     assert enc.settings.column_delimiter == "\t"
     assert enc.settings.max_message_size == 4096
+    with pytest.raises(ConfigError, match=r"canal\.x: not a setting of format ibm"):
+        IbmDelimitedEncoder(FormatOptions(settings={"canal.x": "1"}))
 
 
 def test_registry_name() -> None:
