@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from capture.errors import ConfigError
-from capture.formats import FORMAT_NAMES
+from capture.formats import FORMAT_NAMES, parse_settings
 
 
 def key_values(pairs: Sequence[str], flag: str) -> dict[str, str]:
@@ -37,7 +37,10 @@ def format_of(key: str) -> str | None:
 def format_settings(
     pairs: Sequence[str], formats: Sequence[str], flag: str = "--format-option"
 ) -> dict[str, dict[str, str]]:
-    """Split ``KEY=VALUE`` format settings by the output format each key names."""
+    """Split ``KEY=VALUE`` format settings by the output format each key names.
+
+    Each format's settings are validated (``capture.formats.parse_settings``) on the way.
+    """
     by_format: dict[str, dict[str, str]] = {f: {} for f in formats}
     for key, value in key_values(pairs, flag).items():
         fmt = format_of(key)
@@ -52,4 +55,7 @@ def format_settings(
                 f"(outputs: {', '.join(formats)})"
             )
         by_format[fmt][key] = value
+    for fmt, settings in by_format.items():
+        if fmt in FORMAT_NAMES:
+            parse_settings(fmt, settings)  # a bad value fails here, before any connection
     return by_format
