@@ -87,6 +87,7 @@ from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.settings import FormatSettings, resolve_settings
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.types.typmod import modifier_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,21 +140,6 @@ _SQL_NAMES: Final = {
     "bpchar": "char",
     "char": '"char"',
 }
-_INTERVAL_FIELDS: Final = {
-    1 << 2: "year",
-    1 << 1: "month",
-    1 << 3: "day",
-    1 << 10: "hour",
-    1 << 11: "minute",
-    1 << 12: "second",
-    (1 << 2) | (1 << 1): "year to month",
-    (1 << 3) | (1 << 10): "day to hour",
-    (1 << 3) | (1 << 10) | (1 << 11): "day to minute",
-    (1 << 3) | (1 << 10) | (1 << 11) | (1 << 12): "day to second",
-    (1 << 10) | (1 << 11): "hour to minute",
-    (1 << 10) | (1 << 11) | (1 << 12): "hour to second",
-    (1 << 11) | (1 << 12): "minute to second",
-}
 
 
 def declared_type(type_name: str, typmod: int) -> str:
@@ -167,25 +153,7 @@ def declared_type(type_name: str, typmod: int) -> str:
     """
     if type_name.startswith("_"):
         return declared_type(type_name[1:], typmod) + "[]"
-    name = _SQL_NAMES.get(type_name, type_name)
-    if typmod < 0:
-        return name
-    if type_name in ("varchar", "bpchar"):
-        return f"{name}({typmod - 4})" if typmod >= 4 else name
-    if type_name == "numeric":
-        if typmod < 4:
-            return name
-        precision = ((typmod - 4) >> 16) & 0xFFFF
-        scale = (((typmod - 4) & 0x7FF) ^ 1024) - 1024
-        return f"numeric({precision},{scale})"
-    if type_name in ("bit", "varbit", "timestamp", "timestamptz", "time", "timetz"):
-        return f"{name}({typmod})"
-    if type_name == "interval":
-        fields = _INTERVAL_FIELDS.get((typmod >> 16) & 0x7FFF)
-        precision = typmod & 0xFFFF
-        text = "interval" + (f" {fields}" if fields else "")
-        return text + (f"({precision})" if precision != 0xFFFF else "")
-    return name
+    return _SQL_NAMES.get(type_name, type_name) + modifier_text(type_name, typmod)
 
 
 def sql_type(column: Column) -> int:

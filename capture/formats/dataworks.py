@@ -93,6 +93,7 @@ from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.settings import FormatSettings, resolve_settings
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 from capture.types.text import bytea_from_text
+from capture.types.typmod import time_precision
 
 _VERSION: Final = b'"0.0.1"'
 _PG_EPOCH_MS: Final = 946_684_800_000
@@ -219,10 +220,11 @@ def column_type(column: Column, timestamp_type: str) -> tuple[str, Converter | N
     if fam is Family.BYTES:
         return "BYTES", bytes_base64
     if timestamp_type != "string":
+        digits = time_precision(column.type_modifier)
         if fam is Family.DATE:
             return "DATE", date_ms
         if fam in (Family.TIMESTAMP, Family.TIMESTAMPTZ) and (
-            timestamp_type == "date" or 0 <= column.type_modifier <= 3
+            timestamp_type == "date" or (digits is not None and digits <= 3)
         ):
             return "DATE", timestamp_ms
     return "STRING", None

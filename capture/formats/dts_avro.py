@@ -121,6 +121,7 @@ from capture.pgoutput.messages import (
     UNCHANGED_TOAST,
 )
 from capture.types.text import bytea_from_text
+from capture.types.typmod import numeric_precision_scale
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -518,14 +519,6 @@ def _bool() -> Callable[[bytes], bytes]:
     return convert
 
 
-def numeric_typmod(typmod: int) -> tuple[int, int] | None:
-    """(precision, scale) of a numeric type modifier; None when unconstrained."""
-    if typmod < 4:
-        return None
-    raw = typmod - 4
-    return (raw >> 16) & 0xFFFF, ((raw & 0x7FF) ^ 1024) - 1024
-
-
 def value_precision_scale(text: str) -> tuple[int, int]:
     """Precision and scale of a numeric value, as Java's ``BigDecimal`` reports them."""
     digits = text.lstrip("-+")
@@ -538,7 +531,7 @@ def value_precision_scale(text: str) -> tuple[int, int]:
 
 def _decimal(typmod: int) -> Callable[[bytes], bytes]:
     branch = _branch("Decimal")
-    declared = numeric_typmod(typmod)
+    declared = numeric_precision_scale(typmod)
     if declared is not None:
         suffix = zigzag(declared[0]) + zigzag(declared[1])
 

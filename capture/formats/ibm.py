@@ -128,6 +128,7 @@ from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.settings import PARSE, FormatSettings, resolve_settings
 from capture.pgoutput.messages import UnchangedToast
 from capture.types.text import bytea_from_text
+from capture.types.typmod import modifier_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -287,21 +288,8 @@ class Settings(FormatSettings):
 
 
 def declared_type(name: str, typmod: int) -> str:
-    """Return a column's type with its modifier, as ``format_type`` shows it (roughly)."""
-    if typmod < 0:
-        return name
-    if name == "numeric":
-        raw = typmod - 4
-        scale = ((raw & 0x7FF) ^ 1024) - 1024
-        return f"numeric({(raw >> 16) & 0xFFFF},{scale})"
-    if name in ("varchar", "bpchar", "bit", "varbit"):
-        return f"{name}({typmod - 4 if name in ('varchar', 'bpchar') else typmod})"
-    if name in ("timestamp", "timestamptz", "time", "timetz"):
-        return f"{name}({typmod})"
-    if name == "interval":
-        precision = typmod & 0xFFFF
-        return name if precision == 0xFFFF else f"interval({precision})"
-    return name
+    """Return a column's type with its modifier, as ``format_type`` appends it."""
+    return name + modifier_text(name, typmod)
 
 
 def layout_record(table: Table) -> dict[str, Any]:

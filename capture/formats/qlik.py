@@ -109,6 +109,7 @@ from capture.formats._common import column_texts as image_texts
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.settings import PARSE, FormatSettings, resolve_settings
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.types import typmod
 from capture.types.text import bytea_from_text
 
 if TYPE_CHECKING:
@@ -222,16 +223,14 @@ def column_structure(column: Column) -> tuple[str, int, int, int]:
     qlik = _QLIK_TYPES[fam]
     if fam is Family.STRING and is_lob(column):
         qlik = "NCLOB"
-    length = precision = scale = 0
-    if name in ("varchar", "bpchar") and mod >= 4:
-        length = mod - 4
-    elif name in ("bit", "varbit") and mod >= 0:
-        length = mod
-    elif fam is Family.NUMERIC and mod >= 4:
-        precision = ((mod - 4) >> 16) & 0xFFFF
-        scale = (((mod - 4) & 0x7FF) ^ 1024) - 1024
+    length = typmod.length(name, mod) or 0
+    precision = scale = 0
+    declared = typmod.numeric_precision_scale(mod) if fam is Family.NUMERIC else None
+    if declared is not None:
+        precision, scale = declared
     elif fam in (Family.TIMESTAMP, Family.TIMESTAMPTZ, Family.TIME, Family.TIMETZ):
-        scale = mod if mod >= 0 else 6
+        digits = typmod.time_precision(mod)
+        scale = 6 if digits is None else digits
     return qlik, length, precision, scale
 
 
