@@ -98,23 +98,20 @@ Kafka key
     format needs (a transaction spans tables, and segments must stay in order).
 
 Layout records
-    The format carries no column names or types. :func:`layout_record` describes a
-    table (names, types, key, replica identity, ``version`` fingerprint); walcast
-    publishes one per Relation message (see ``schemas/ibm-delimited.md``).
+    The format carries no column names or types. walcast publishes a layout record per
+    table and Relation message (:func:`capture.formats.layout.layout_record`: names,
+    types, key, replica identity, each column's rendering, ``version`` fingerprint; see
+    ``schemas/ibm-delimited.md``). ``layout_record`` is still importable from here.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
-
-import orjson
 
 from capture.errors import ConfigError
 from capture.events import (
     ChangeEvent,
-    Column,
     Image,
     Op,
     Table,
@@ -122,13 +119,15 @@ from capture.events import (
     TransactionCommit,
     pg_ts_to_datetime,
 )
-from capture.formats._common import Family, family
 from capture.formats._common import raw_texts as _resolve
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.layout import (  # noqa: F401 - layout_record: old import path, kept for callers
+    layout_record,
+    rendering,
+)
 from capture.formats.settings import PARSE, FormatSettings, resolve_settings
 from capture.pgoutput.messages import UnchangedToast
 from capture.types.text import bytea_from_text
-from capture.types.typmod import modifier_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -173,22 +172,12 @@ _NUMBER: Final = 2
 _BOOL: Final = 3
 _BYTES: Final = 4
 
-_KIND_BY_FAMILY: Final = {
-    Family.SMALLINT: _BARE,
-    Family.INTEGER: _BARE,
-    Family.BIGINT: _BARE,
-    Family.NUMERIC: _NUMBER,
-    Family.REAL: _NUMBER,
-    Family.DOUBLE: _NUMBER,
-    Family.BOOL: _BOOL,
-    Family.BYTES: _BYTES,
-}
-_KIND_NAMES: Final = {
-    _QUOTED: "quoted",
-    _BARE: "bare",
-    _NUMBER: "number",
-    _BOOL: "bool",
-    _BYTES: "hex",
+_KIND_BY_RENDERING: Final = {
+    "quoted": _QUOTED,
+    "bare": _BARE,
+    "number": _NUMBER,
+    "bool": _BOOL,
+    "hex": _BYTES,
 }
 
 
@@ -284,62 +273,6 @@ class Settings(FormatSettings):
             seen[char] = name
 
 
-# --------------------------------------------------------------------------- layout
-
-
-def declared_type(name: str, typmod: int) -> str:
-    """Return a column's type with its modifier, as ``format_type`` appends it."""
-    return name + modifier_text(name, typmod)
-
-
-def layout_record(table: Table) -> dict[str, Any]:
-    """Describe ``table`` in the layout record walcast publishes per Relation message.
-
-    ``columns`` are in field order (column ID order). ``version`` is a fingerprint of
-    the layout: equal layouts have equal versions whatever the process or restart, so
-    publishing it again is idempotent; a changed layout gets a new version.
-    """
-    columns = [
-        {
-            "position": i + 1,
-            "name": c.name,
-            "type": c.type_name,
-            "declared_type": declared_type(c.type_name, c.type_modifier),
-            "type_oid": c.type_oid,
-            "type_modifier": c.type_modifier,
-            "key": c.is_key,
-            "primary_key": c.name in table.primary_key,
-            "rendering": _KIND_NAMES[_column_kind(c)],
-        }
-        for i, c in enumerate(table.columns)
-    ]
-    identity = table.replica_identity.name.lower()
-    fingerprint = orjson.dumps(
-        [
-            table.schema,
-            table.name,
-            identity,
-            list(table.primary_key),
-            [[c.name, c.type_oid, c.type_modifier, c.is_key] for c in table.columns],
-        ]
-    )
-    return {
-        "format": "ibm",
-        "schema": table.schema,
-        "table": table.name,
-        "relation_id": table.relation_id,
-        "version": hashlib.sha256(fingerprint).hexdigest()[:16],
-        "replica_identity": identity,
-        "primary_key": list(table.primary_key),
-        "field_count": len(HEADER_FIELDS) + 2 * len(table.columns),
-        "columns": columns,
-    }
-
-
-def _column_kind(column: Column) -> int:
-    return _KIND_BY_FAMILY.get(family(column), _QUOTED)
-
-
 # --------------------------------------------------------------------------- encoder
 
 
@@ -356,7 +289,7 @@ class _TableState:
     __slots__ = ("empty_fields", "key_indexes", "key_mask", "kinds", "size", "table_part")
 
     def __init__(self, table: Table, quote: Any, cd: bytes, dc: bytes) -> None:
-        kinds = tuple(_column_kind(c) for c in table.columns)
+        kinds = tuple(_KIND_BY_RENDERING[rendering(c)] for c in table.columns)
         if dc == b".":
             kinds = tuple(_BARE if k == _NUMBER else k for k in kinds)
         self.kinds = kinds

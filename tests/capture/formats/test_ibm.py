@@ -28,14 +28,14 @@ from capture.formats.ibm import (
     IbmDelimitedEncoder,
     format_commit_lsn,
     format_transaction_id,
-    layout_record,
     parse_commit_lsn,
     parse_transaction_id,
     split_records,
 )
+from capture.formats.layout import layout_record
 from capture.lsn import parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
-from capture.teststream import build_tables, generate, produce, table_specs
+from capture.teststream import generate, produce
 from tests.support.events import commit_ts, event, keyed_table
 from tests.support.formats import assert_golden_stream
 
@@ -43,7 +43,6 @@ GOLDEN = Path(__file__).resolve().parents[2] / "data" / "formats" / "ibm"
 WHEN = dt.datetime(2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC)
 TS = commit_ts(WHEN)
 LSN = parse_lsn("0/16B3748")
-NUMERIC_12_2 = ((12 << 16) | 2) + 4
 
 
 def encode_txn(encoder, events, *, xid=700, lsn=LSN, ts=TS):
@@ -541,41 +540,6 @@ def test_registry_name() -> None:
     assert IbmDelimitedEncoder.binary_output is False
 
 
-# --------------------------------------------------------------------------- layout
-
-
-def test_layout_record_describes_the_fields() -> None:
-    table = keyed_table(
-        [("id", "int8", True), ("amount", "numeric", False), ("code", "varchar", False)],
-        typmods={"amount": NUMERIC_12_2, "code": 24},
-    )
-    layout = layout_record(table)
-    assert layout["schema"] == "public"
-    assert layout["table"] == "orders"
-    assert layout["relation_id"] == table.relation_id
-    assert layout["replica_identity"] == "default"
-    assert layout["primary_key"] == ["id"]
-    assert layout["field_count"] == 12 + 6
-    assert [c["name"] for c in layout["columns"]] == ["id", "amount", "code"]
-    assert [c["declared_type"] for c in layout["columns"]] == [
-        "int8",
-        "numeric(12,2)",
-        "varchar(20)",
-    ]
-    assert [c["rendering"] for c in layout["columns"]] == ["bare", "number", "quoted"]
-    assert [c["key"] for c in layout["columns"]] == [True, False, False]
-
-
-def test_layout_version_is_stable_and_changes_with_the_layout() -> None:
-    a = layout_record(keyed_table(ORDERS))
-    b = layout_record(keyed_table(ORDERS))
-    c = layout_record(keyed_table([*ORDERS, ("extra", "text", False)]))
-    d = layout_record(keyed_table(ORDERS, identity="f"))
-    assert a["version"] == b["version"]
-    assert a["relation_id"] != b["relation_id"]
-    assert len({a["version"], c["version"], d["version"]}) == 3
-
-
 # --------------------------------------------------------------------------- streams
 
 
@@ -683,13 +647,6 @@ def test_machine_readable_layout_matches_the_encoder() -> None:
     for setting, default in settings.items():
         assert getattr(enc.settings, setting.removeprefix("ibm.")) == default
     assert doc["message"]["segmentation"]["default_bytes"] == enc.settings.max_message_size
-
-
-def test_layout_record_of_synthetic_tables_validates() -> None:
-    doc = json.loads(LAYOUT_JSON.read_text())
-    validator = jsonschema.Draft202012Validator(doc["layout_record"])
-    for table in build_tables(table_specs(8)):
-        validator.validate(layout_record(table))
 
 
 def test_zero_column_tables_and_escape_format_bytea() -> None:
