@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, Generic, TypeVar
 
 import orjson
 
-from capture.events import ChangeEvent, Column, Image, Table, pg_ts_to_datetime
+from capture.events import ChangeEvent, Column, Image, Op, Table
 from capture.pgoutput.messages import (
     TRUNCATE_CASCADE,
     TRUNCATE_RESTART_IDENTITY,
@@ -21,6 +21,7 @@ from capture.pgoutput.messages import (
 )
 
 _BINARY: Final = ord("b")
+_TEXT: Final = ord("t")
 
 
 class Family(enum.Enum):
@@ -127,6 +128,45 @@ def column_texts(image: Image) -> list[str | UnchangedToast | None]:
     return out
 
 
+T = TypeVar("T")
+
+
+class PerTable(Generic[T]):
+    """What an encoder precomputes per table, rebuilt when a Relation message replaces it.
+
+    Keyed by relation OID, so memory is bounded by the number of tables, not by the number
+    of Relation messages seen; an entry built for an older ``Table`` object of the same
+    relation (a new Relation message makes a new one) is rebuilt on first use.
+    """
+
+    __slots__ = ("_build", "_entries")
+
+    def __init__(self, build: Callable[[Table], T]) -> None:
+        self._build = build
+        self._entries: dict[int, tuple[Table, T]] = {}
+
+    def get(self, table: Table) -> T:
+        """The state of ``table``, built on first use."""
+        entry = self._entries.get(table.relation_id)
+        if entry is not None and entry[0] is table:
+            return entry[1]
+        value = self._build(table)
+        self._entries[table.relation_id] = (table, value)
+        return value
+
+
+def json_number(text: str) -> float | str:
+    """A float4/float8 text as a JSON number; NaN and ±Infinity (no JSON number) stay text."""
+    if text[-1] in "yN":
+        return text
+    return float(text)
+
+
+def pg_bool(text: str) -> bool:
+    """A bool's text (PostgreSQL prints ``t`` or ``f``) as a JSON boolean."""
+    return text == "t"
+
+
 def key_indexes_of(table: Table) -> tuple[int, ...] | None:
     """Indexes of the primary-key columns in key order (None without a primary key)."""
     if not table.primary_key:
@@ -135,33 +175,73 @@ def key_indexes_of(table: Table) -> tuple[int, ...] | None:
     return tuple(index[n] for n in table.primary_key)
 
 
-def key_prefix_of(table: Table) -> bytes:
-    """The bytes every row key of ``table`` starts with."""
-    return table.qualified_name.encode() + b":"
+class RowKeys:
+    """The Kafka keys of one table's row changes (built once per Table object).
 
-
-def fast_row_key(
-    table: Table, key_prefix: bytes, pk_indexes: tuple[int, ...] | None, image: Image | None
-) -> bytes:
-    """Return :func:`row_key`'s bytes with the per-table parts precomputed.
-
-    Encoders compute ``key_prefix_of(table)`` and ``key_indexes_of(table)`` once per table.
+    A row's key is ``schema.table:`` plus its primary-key values (PostgreSQL text, unchanged
+    TOAST as null) as a JSON array, so every change of one row goes to one partition, in
+    order, stable across restarts and processes. A table without a primary key uses the
+    values of every column the image carries instead.
     """
-    if image is None:
-        return table.qualified_name.encode()
-    text = image.text
-    indexes = image.present_indexes() if pk_indexes is None else pk_indexes
-    values = [None if (v := text(i)) is UNCHANGED_TOAST else v for i in indexes]
-    return key_prefix + orjson.dumps(values)
+
+    __slots__ = ("indexes", "prefix", "single", "table_key")
+
+    def __init__(self, table: Table) -> None:
+        self.table_key = table.qualified_name.encode()
+        self.prefix = self.table_key + b":"
+        self.indexes = key_indexes_of(table)
+        self.single = self.indexes[0] if self.indexes and len(self.indexes) == 1 else -1
+
+    def key(self, image: Image | None) -> bytes:
+        """The key of the row ``image`` shows (the table's key without an image)."""
+        if image is None:
+            return self.table_key
+        indexes: range | tuple[int, ...] | None = self.indexes
+        if indexes is None:
+            indexes = image.present_indexes()
+        elif self.single >= 0:
+            raw = image.tuple.values[self.single]
+            if type(raw) is bytes and image.tuple.kinds[self.single] == _TEXT:
+                return self.prefix + orjson.dumps([raw.decode()])
+        text = image.text
+        values = [None if (v := text(i)) is UNCHANGED_TOAST else v for i in indexes]
+        return self.prefix + orjson.dumps(values)
+
+
+def keyed_image(event: ChangeEvent) -> Image | None:
+    """The image a change's Kafka key comes from.
+
+    The old row of a DELETE, the new row otherwise, None for a TRUNCATE (keyed by its table).
+    """
+    op = event.op
+    if op is Op.DELETE:
+        return event.before
+    return None if op is Op.TRUNCATE else event.after
 
 
 def row_key(table: Table, image: Image | None) -> bytes:
-    """Kafka key that puts every change of one row in one partition.
+    """The Kafka key of the row ``image`` shows (see :class:`RowKeys`)."""
+    return RowKeys(table).key(image)
 
-    ``schema.table:`` plus the primary-key values (text form) as a JSON array; the whole
-    row's values when the table has no key. Stable across restarts and processes.
-    """
-    return fast_row_key(table, key_prefix_of(table), key_indexes_of(table), image)
+
+def text_row(names: tuple[str, ...], texts: list[str | UnchangedToast | None]) -> dict[str, Any]:
+    """Column → text for a complete image; unchanged TOAST columns left out."""
+    if UNCHANGED_TOAST not in texts:
+        return dict(zip(names, texts, strict=True))
+    return {n: t for n, t in zip(names, texts, strict=True) if not isinstance(t, UnchangedToast)}
+
+
+def present_text_row(image: Image) -> dict[str, Any]:
+    """Column → text for the columns ``image`` carries (only the key for a key image)."""
+    texts = column_texts(image)
+    names = image.table.column_names
+    if not image.key_only:
+        return text_row(names, texts)
+    return {
+        names[i]: t
+        for i in image.table.key_indexes
+        if not isinstance(t := texts[i], UnchangedToast)
+    }
 
 
 def clock_us(clock: Callable[[], float]) -> int:
@@ -176,16 +256,6 @@ def clock_us(clock: Callable[[], float]) -> int:
 def clock_ms(clock: Callable[[], float]) -> int:
     """``clock()`` as Unix milliseconds (floor): "when the message was built" fields."""
     return clock_us(clock) // 1000
-
-
-def commit_unix_ms(event: ChangeEvent) -> int:
-    """Commit time as milliseconds since the Unix epoch."""
-    return (event.commit_ts + 946_684_800_000_000) // 1000
-
-
-def commit_datetime_text(event: ChangeEvent) -> str:
-    """Commit time, ISO-8601 UTC with microseconds."""
-    return pg_ts_to_datetime(event.commit_ts).isoformat()
 
 
 def quote_ident(name: str) -> str:

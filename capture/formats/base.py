@@ -35,7 +35,7 @@ from capture.events import (
     TransactionBegin,
     TransactionCommit,
 )
-from capture.formats.settings import FormatSettings
+from capture.formats.settings import FormatSettings, resolve_settings
 from capture.lsn import format_lsn
 
 
@@ -54,6 +54,21 @@ class EncodedMessage:
     xid: int | None = None
     ordinal: int | None = None
     """Ordinal of the (first) change the message carries."""
+
+    @classmethod
+    def for_change(cls, event: ChangeEvent, value: bytes, key: bytes | None) -> EncodedMessage:
+        """The message carrying ``event`` (kind "change", its table, position and ordinal)."""
+        table = event.table
+        return cls(
+            value,
+            key,
+            "change",
+            table.schema,
+            table.name,
+            event.commit_lsn,
+            event.xid,
+            event.ordinal,
+        )
 
     def kafka_headers(self) -> list[tuple[str, str | bytes | None]]:
         """Kafka headers naming the commit LSN, xid and ordinal (for replay detection)."""
@@ -111,9 +126,12 @@ class Encoder(ABC):
     """The format states a transaction's size before its changes (see module docstring)."""
     settings_class: ClassVar[type[FormatSettings]]
     """The format's ``Settings`` dataclass (see :mod:`capture.formats.settings`)."""
+    settings: FormatSettings
+    """The parsed settings (subclasses narrow the type to their ``Settings``)."""
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         self.options = options if options is not None else FormatOptions()
+        self.settings = resolve_settings(self.settings_class, self.name, self.options.settings)
 
     def encode(self, item: StreamItem) -> list[EncodedMessage]:
         """Dispatch one stream item to the matching method."""

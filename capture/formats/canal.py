@@ -72,19 +72,22 @@ from typing import Any, ClassVar, Final, Literal
 
 import orjson
 
-from capture.events import ChangeEvent, Column, Image, Op, Table
+from capture.events import PG_EPOCH_US, ChangeEvent, Column, Image, Op, Table
 from capture.formats._common import (
     Family,
+    PerTable,
+    RowKeys,
     clock_ms,
     family,
-    fast_row_key,
     is_lob,
-    key_indexes_of,
+    keyed_image,
+    present_text_row,
+    text_row,
     truncate_sql,
 )
 from capture.formats._common import column_texts as image_texts
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.settings import FormatSettings, resolve_settings
+from capture.formats.settings import FormatSettings
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 from capture.types.typmod import modifier_text
@@ -178,8 +181,7 @@ class _Plan:
     sql_type: dict[str, int]
     mysql_type: dict[str, str]
     key_indexes: tuple[int, ...]
-    key_prefix: bytes
-    pk_indexes: tuple[int, ...] | None
+    keys: RowKeys
 
 
 class CanalEncoder(Encoder):
@@ -187,12 +189,12 @@ class CanalEncoder(Encoder):
 
     name: ClassVar[str] = "canal"
     settings_class: ClassVar[type[FormatSettings]] = Settings
+    settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.settings = resolve_settings(Settings, self.name, self.options.settings)
         self._clock = self.options.clock
-        self._plans: dict[int, _Plan] = {}
+        self._plans = PerTable(self._plan)
         self._lsn = -1
         self._gtid = ""
         self._lsn_text = ""
@@ -201,9 +203,6 @@ class CanalEncoder(Encoder):
         self._es = 0
 
     def _plan(self, table: Table) -> _Plan:
-        plan = self._plans.get(table.relation_id)
-        if plan is not None and plan.table is table:
-            return plan
         if self.settings.database_name == "schema":
             database = table.schema
         elif self.settings.database_name == "database":
@@ -211,7 +210,7 @@ class CanalEncoder(Encoder):
         else:
             database = f"{self.options.database}.{table.schema}"
         columns = table.columns
-        plan = _Plan(
+        return _Plan(
             table=table,
             names=table.column_names,
             database=database,
@@ -220,11 +219,8 @@ class CanalEncoder(Encoder):
             sql_type={c.name: sql_type(c) for c in columns},
             mysql_type={c.name: declared_type(c.type_name, c.type_modifier) for c in columns},
             key_indexes=table.key_indexes,
-            key_prefix=table.qualified_name.encode() + b":",
-            pk_indexes=key_indexes_of(table),
+            keys=RowKeys(table),
         )
-        self._plans[table.relation_id] = plan
-        return plan
 
     def _positions(self, event: ChangeEvent) -> None:
         if event.commit_lsn != self._lsn or event.xid != self._xid:
@@ -234,11 +230,11 @@ class CanalEncoder(Encoder):
             self._gtid = f"{event.xid}:{self._lsn_text}"
         if event.commit_ts != self._ts:
             self._ts = event.commit_ts
-            self._es = (event.commit_ts + 946_684_800_000_000) // 1000
+            self._es = (event.commit_ts + PG_EPOCH_US) // 1000
 
     def document(self, event: ChangeEvent) -> dict[str, Any] | None:
         """Build the FlatMessage of ``event`` as a dict (None for a skipped TRUNCATE)."""
-        plan = self._plan(event.table)
+        plan = self._plans.get(event.table)
         self._positions(event)
         op = event.op
         old: list[dict[str, str | None]] | None = None
@@ -252,28 +248,48 @@ class CanalEncoder(Encoder):
                 if before is not None:
                     self._old_values(plan, before, texts, changed)
                 old = [changed]
-            data = [_row(plan.names, texts)]
+            data = [text_row(plan.names, texts)]
             kind = "INSERT" if op is Op.INSERT else "UPDATE"
         elif op is Op.DELETE:
             before = event.before
-            data = [_present_row(plan, before)] if before is not None else [{}]
+            data = [present_text_row(before)] if before is not None else [{}]
             kind = "DELETE"
+        elif self.settings.truncate == "skip":
+            return None
         else:
-            if self.settings.truncate == "skip":
-                return None
-            return self._truncate(plan, event)
+            return self._document(
+                plan,
+                event,
+                "TRUNCATE",
+                None,
+                None,
+                truncate_sql(event.table, event.truncate_options),
+            )
+        return self._document(plan, event, kind, data, old)
+
+    def _document(
+        self,
+        plan: _Plan,
+        event: ChangeEvent,
+        kind: str,
+        data: list[dict[str, Any]] | None,
+        old: list[dict[str, Any]] | None,
+        ddl: str | None = None,
+    ) -> dict[str, Any]:
+        """The FlatMessage: ``ddl`` is the statement of a DDL-style message (no row metadata)."""
+        is_ddl = ddl is not None
         doc: dict[str, Any] = {
             "data": data,
             "database": plan.database,
             "es": self._es,
             "gtid": self._gtid,
             "id": self._lsn,
-            "isDdl": False,
-            "mysqlType": plan.mysql_type,
+            "isDdl": is_ddl,
+            "mysqlType": None if is_ddl else plan.mysql_type,
             "old": old,
-            "pkNames": plan.pk_names,
-            "sql": "",
-            "sqlType": plan.sql_type,
+            "pkNames": None if is_ddl else plan.pk_names,
+            "sql": ddl or "",
+            "sqlType": None if is_ddl else plan.sql_type,
             "table": plan.name,
             "ts": clock_ms(self._clock),
             "type": kind,
@@ -308,65 +324,10 @@ class CanalEncoder(Encoder):
                 continue
             changed[names[i]] = was
 
-    def _truncate(self, plan: _Plan, event: ChangeEvent) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "data": None,
-            "database": plan.database,
-            "es": self._es,
-            "gtid": self._gtid,
-            "id": self._lsn,
-            "isDdl": True,
-            "mysqlType": None,
-            "old": None,
-            "pkNames": None,
-            "sql": truncate_sql(event.table, event.truncate_options),
-            "sqlType": None,
-            "table": plan.name,
-            "ts": clock_ms(self._clock),
-            "type": "TRUNCATE",
-        }
-        if self.settings.walcast_keys:
-            doc["walcast"] = {
-                "commitLsn": self._lsn_text,
-                "ordinal": event.ordinal,
-                "xid": event.xid,
-            }
-        return doc
-
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """One message per row change (none for a TRUNCATE with ``canal.truncate=skip``)."""
         doc = self.document(event)
         if doc is None:
             return []
-        table = event.table
-        image = event.before if event.op is Op.DELETE else event.after
-        plan = self._plan(table)
-        key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, image)
-        return [
-            EncodedMessage(
-                orjson.dumps(doc),
-                key,
-                "change",
-                table.schema,
-                table.name,
-                event.commit_lsn,
-                event.xid,
-                event.ordinal,
-            )
-        ]
-
-
-def _row(names: tuple[str, ...], texts: list[str | UnchangedToast | None]) -> dict[str, Any]:
-    """Column → text for a complete image; unchanged TOAST columns left out."""
-    if UNCHANGED_TOAST not in texts:
-        return dict(zip(names, texts, strict=True))
-    return {n: t for n, t in zip(names, texts, strict=True) if not isinstance(t, UnchangedToast)}
-
-
-def _present_row(plan: _Plan, image: Image) -> dict[str, Any]:
-    """Column → text for the columns ``image`` carries (the key only for a key image)."""
-    texts = image_texts(image)
-    if not image.key_only:
-        return _row(plan.names, texts)
-    names = plan.names
-    return {names[i]: t for i in plan.key_indexes if not isinstance(t := texts[i], UnchangedToast)}
+        key = self._plans.get(event.table).keys.key(keyed_image(event))
+        return [EncodedMessage.for_change(event, orjson.dumps(doc), key)]

@@ -86,14 +86,25 @@ from capture.events import (
     TransactionBegin,
     TransactionCommit,
 )
-from capture.formats._common import Family, clock_ms, family, fast_row_key, key_indexes_of
+from capture.formats._common import (
+    Family,
+    PerTable,
+    RowKeys,
+    clock_ms,
+    family,
+    json_number,
+    pg_bool,
+)
 from capture.formats._common import column_texts as image_texts
 from capture.formats._common import truncate_sql as _truncate_sql
+from capture.formats._instants import unix_days, unix_us
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.settings import FormatSettings, resolve_settings
+from capture.formats.settings import FormatSettings
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.types.datetimes import date_from_text, timestamptz_from_text
 from capture.types.text import bytea_from_text
 from capture.types.typmod import time_precision
+from capture.types.values import Infinity
 
 _VERSION: Final = b'"0.0.1"'
 _PG_EPOCH_MS: Final = 946_684_800_000
@@ -119,64 +130,23 @@ class Settings(FormatSettings):
 # ------------------------------------------------------------------ value converters
 
 
-def days_from_civil(year: int, month: int, day: int) -> int:
-    """Days from 1970-01-01 to a proleptic Gregorian date (astronomical year numbering)."""
-    year -= month <= 2
-    era = year // 400
-    yoe = year - era * 400
-    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    return era * 146_097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719_468
-
-
-def _date_days(text: str) -> int:
-    """Days since the Unix epoch of an ISO date (``YYYY-MM-DD`` with optional `` BC``)."""
-    bc = text.endswith(" BC")
-    if bc:
-        text = text[:-3]
-    y, m, d = text.split("-")
-    year = int(y)
-    return days_from_civil(1 - year if bc else year, int(m), int(d))
-
-
 def date_ms(text: str) -> int | str:
     """Return a date's ms since the Unix epoch (midnight UTC); infinity stays a string."""
-    if text[-1] == "y":
+    value = date_from_text(text.encode())
+    if isinstance(value, Infinity):
         return text
-    return _date_days(text) * 86_400_000
+    return unix_days(value) * 86_400_000
 
 
 def timestamp_ms(text: str) -> int | str:
     """Return a timestamp[tz]'s ms since the Unix epoch (floor); infinity stays a string.
 
-    Reads PostgreSQL's ISO output: ``YYYY-MM-DD HH:MM:SS[.ffffff][±HH[:MM[:SS]]][ BC]``;
-    a value without an offset is taken as UTC.
+    A value without an offset (a timestamp without time zone) is taken as UTC.
     """
-    if text[-1] == "y":
+    value = timestamptz_from_text(text.encode())
+    if isinstance(value, Infinity):
         return text
-    bc = text.endswith(" BC")
-    if bc:
-        text = text[:-3]
-    date_part, _, clock = text.partition(" ")
-    offset_s = 0
-    sign_at = max(clock.rfind("+"), clock.rfind("-"))
-    if sign_at > 0:
-        zone = clock[sign_at + 1 :].split(":")
-        offset_s = int(zone[0]) * 3600
-        if len(zone) > 1:
-            offset_s += int(zone[1]) * 60
-        if len(zone) > 2:
-            offset_s += int(zone[2])
-        if clock[sign_at] == "-":
-            offset_s = -offset_s
-        clock = clock[:sign_at]
-    hms, _, fraction = clock.partition(".")
-    h, mi, s = hms.split(":")
-    micros = int(fraction.ljust(6, "0")[:6]) if fraction else 0
-    y, m, d = date_part.split("-")
-    year = int(y)
-    days = days_from_civil(1 - year if bc else year, int(m), int(d))
-    seconds = days * 86_400 + int(h) * 3600 + int(mi) * 60 + int(s) - offset_s
-    return (seconds * 1_000_000 + micros) // 1000
+    return unix_us(value) // 1000
 
 
 def bytea_bytes(text: str) -> bytes:
@@ -196,27 +166,15 @@ def to_long(text: str) -> int:
     return int(text)
 
 
-def to_double(text: str) -> float | str:
-    """DOUBLE: the number; NaN and ±Infinity stay strings (JSON has no such numbers)."""
-    if text[-1] in "yN":
-        return text
-    return float(text)
-
-
-def to_bool(text: str) -> bool:
-    """BOOLEAN: PostgreSQL prints ``t`` or ``f``."""
-    return text == "t"
-
-
 def column_type(column: Column, timestamp_type: str) -> tuple[str, Converter | None]:
     """(DataWorks type, converter from PostgreSQL text; None = the text itself)."""
     fam = family(column)
     if fam is Family.BOOL:
-        return "BOOLEAN", to_bool
+        return "BOOLEAN", pg_bool
     if fam in (Family.SMALLINT, Family.INTEGER, Family.BIGINT):
         return "LONG", to_long
     if fam in (Family.REAL, Family.DOUBLE):
-        return "DOUBLE", to_double
+        return "DOUBLE", json_number
     if fam is Family.BYTES:
         return "BYTES", bytes_base64
     if timestamp_type != "string":
@@ -236,9 +194,8 @@ class _Plan:
     names: tuple[str, ...]
     converters: tuple[Converter | None, ...]
     plain: bool
-    key_prefix: bytes
-    pk_indexes: tuple[int, ...] | None
     """Every column is STRING (no conversion)."""
+    keys: RowKeys
     schema_json: bytes
 
 
@@ -247,21 +204,18 @@ class DataWorksEncoder(Encoder):
 
     name: ClassVar[str] = "dataworks"
     settings_class: ClassVar[type[FormatSettings]] = Settings
+    settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.settings = resolve_settings(Settings, self.name, self.options.settings)
         self._clock = self.options.clock
-        self._plans: dict[int, _Plan] = {}
+        self._plans = PerTable(self._plan)
         self._ts = -1
         self._event_ms = 0
 
     # ------------------------------------------------------------------ per table
 
     def _plan(self, table: Table) -> _Plan:
-        plan = self._plans.get(table.relation_id)
-        if plan is not None and plan.table is table:
-            return plan
         types = [column_type(c, self.settings.timestamp_type) for c in table.columns]
         schema = {
             "dataColumn": [
@@ -277,17 +231,14 @@ class DataWorksEncoder(Encoder):
             },
         }
         converters = tuple(conv for _, conv in types)
-        plan = _Plan(
+        return _Plan(
             table=table,
             names=table.column_names,
             converters=converters,
             plain=all(c is None for c in converters),
-            key_prefix=table.qualified_name.encode() + b":",
-            pk_indexes=key_indexes_of(table),
+            keys=RowKeys(table),
             schema_json=orjson.dumps(schema),
         )
-        self._plans[table.relation_id] = plan
-        return plan
 
     # ------------------------------------------------------------------ images
 
@@ -392,7 +343,7 @@ class DataWorksEncoder(Encoder):
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """Encode one record per change; two for an update (unless ``update_records=single``)."""
         table = event.table
-        plan = self._plan(table)
+        plan = self._plans.get(table)
         schema_json = plan.schema_json
         event_ms = self._event_time(event.commit_ts)
         seq = f"{event.commit_lsn:020d}{event.ordinal:010d}"
@@ -405,12 +356,12 @@ class DataWorksEncoder(Encoder):
             before, after = self._images(plan, event)
             if op is Op.INSERT:
                 values = [self._record(schema_json, "INSERT", seq, event_ms, after=after)]
-                key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, event.after)
+                key = plan.keys.key(event.after)
             elif op is Op.DELETE:
                 values = [self._record(schema_json, "DELETE", seq, event_ms, before=before)]
-                key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, event.before)
+                key = plan.keys.key(event.before)
             else:
-                key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, event.after)
+                key = plan.keys.key(event.after)
                 if self.settings.update_records == "single":
                     values = [
                         self._record(
@@ -422,19 +373,7 @@ class DataWorksEncoder(Encoder):
                         self._record(schema_json, "UPDATE_BEFOR", seq, event_ms, before=before),
                         self._record(schema_json, "UPDATE_AFTER", seq, event_ms, after=after),
                     ]
-        return [
-            EncodedMessage(
-                value,
-                key,
-                "change",
-                table.schema,
-                table.name,
-                event.commit_lsn,
-                event.xid,
-                event.ordinal,
-            )
-            for value in values
-        ]
+        return [EncodedMessage.for_change(event, value, key) for value in values]
 
     def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:
         """Write a ``TRANSACTION_BEGIN`` record when ``dataworks.transaction_records`` is on."""

@@ -4,9 +4,11 @@ Each Kafka value is one raw Avro binary datum of ``Record`` (no container header
 registry magic byte) that decodes with DTS's published schema, unchanged
 (``schemas/dts-avro-Record.avsc``, a union list of named types whose top-level type is
 ``Record``). The datum is written directly from precomputed byte strings (per
-encoder, table and transaction) instead of through a generic Avro writer, which is
-several times slower; the tests check every record against ``fastavro`` (decoding with
-the unchanged schema, and byte equality with ``fastavro.schemaless_writer``).
+encoder, table and transaction) with the Avro wire primitives of
+:mod:`capture.formats.avro`, instead of through a generic Avro writer, which is several
+times slower; each column's image item comes from :mod:`capture.formats.dts_values`. The
+tests check every record against ``fastavro`` (decoding with the unchanged schema, and
+byte equality with ``fastavro.schemaless_writer``).
 
 Record fields
     * ``version`` 1.
@@ -94,17 +96,14 @@ Kafka key
 from __future__ import annotations
 
 import base64
-import binascii
-import functools
-import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import ClassVar, Final
 
 import orjson
 
 from capture.events import (
+    PG_EPOCH_US,
     ChangeEvent,
-    Column,
     Image,
     Op,
     Table,
@@ -112,22 +111,25 @@ from capture.events import (
     TransactionCommit,
     pg_ts_to_datetime,
 )
-from capture.formats._common import Family, family, truncate_sql
+from capture.formats._common import PerTable, RowKeys, keyed_image, truncate_sql
 from capture.formats._common import raw_texts as _resolve
-from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.settings import FormatSettings, resolve_settings
-from capture.lsn import format_lsn
-from capture.pgoutput.messages import (
-    UNCHANGED_TOAST,
+from capture.formats.avro import (
+    NULL_BRANCH,
+    SECOND_BRANCH,
+    SMALL,
+    avro_array,
+    avro_bytes,
+    avro_map,
+    avro_string,
+    varint,
+    zigzag,
 )
-from capture.types.text import bytea_from_text
-from capture.types.typmod import numeric_precision_scale
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.dts_values import NONE, NULL, converter
+from capture.formats.settings import FormatSettings
+from capture.lsn import format_lsn
 
 RECORD_VERSION: Final = 1
-CHARSET: Final = "UTF8"
 SOURCE_TYPES: Final = (
     "MySQL",
     "Oracle",
@@ -162,476 +164,15 @@ OPERATIONS: Final = (
     "NOOP",
     "INIT",
 )
-IMAGE_TYPES: Final = (
-    "null",
-    "Integer",
-    "Character",
-    "Decimal",
-    "Float",
-    "Timestamp",
-    "DateTime",
-    "TimestampWithTimeZone",
-    "BinaryGeometry",
-    "TextGeometry",
-    "BinaryObject",
-    "TextObject",
-    "EmptyObject",
-)
-"""The branches of an image item's union, in schema order (index = branch)."""
 
-_PG_EPOCH_UNIX_S: Final = 946_684_800
 _BINARY: Final = ord("b")
-_TEXT: Final = ord("t")
 _UNCHANGED: Final = ord("u")
-_DOUBLE: Final = struct.Struct("<d")
-
-
-# --------------------------------------------------------------------------- avro
-
-
-def _uvarint_slow(z: int) -> bytes:
-    """Base-128 varint of an unsigned ``z``."""
-    out = []
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-_U14: Final = 1 << 14
-_UV: Final = tuple(_uvarint_slow(z) for z in range(_U14))
-"""Varints of the unsigned values below 2**14 (one or two bytes)."""
-_LOW14: Final = tuple(bytes((z & 0x7F | 0x80, z >> 7 | 0x80)) for z in range(_U14))
-"""The first two bytes of a longer varint whose low 14 bits are the index."""
-
-
-def _varint(n: int) -> bytes:
-    """Zig-zag varint by table lookups, 14 bits at a time (no loop below 2**56)."""
-    z = (n << 1) ^ (n >> 63)
-    if z < 0x4000:
-        return _UV[z]
-    low = _LOW14
-    if z < 0x10000000:
-        return low[z & 0x3FFF] + _UV[z >> 14]
-    if z < 0x40000000000:
-        return low[z & 0x3FFF] + low[z >> 14 & 0x3FFF] + _UV[z >> 28]
-    if z < 0x100000000000000:
-        return low[z & 0x3FFF] + low[z >> 14 & 0x3FFF] + low[z >> 28 & 0x3FFF] + _UV[z >> 42]
-    return _uvarint_slow(z)
-
-
-_SMALL_LIMIT: Final = 16384
-_SMALL: Final = tuple(_varint(i) for i in range(_SMALL_LIMIT))
-
-
-def zigzag(n: int) -> bytes:
-    """Avro ``int``/``long`` encoding of ``n`` (zig-zag, then base-128 varint)."""
-    if 0 <= n < _SMALL_LIMIT:
-        return _SMALL[n]
-    return _varint(n)
-
-
-def avro_bytes(data: bytes) -> bytes:
-    """Avro ``bytes``/``string`` encoding: length, then the bytes."""
-    n = len(data)
-    return (_SMALL[n] if n < _SMALL_LIMIT else zigzag(n)) + data
-
-
-def avro_string(text: str) -> bytes:
-    """Avro ``string`` encoding of ``text`` (UTF-8)."""
-    return avro_bytes(text.encode())
-
-
-def avro_map(pairs: list[tuple[str, str]]) -> bytes:
-    """Avro ``map<string>`` with one block."""
-    if not pairs:
-        return b"\x00"
-    return (
-        zigzag(len(pairs)) + b"".join(avro_string(k) + avro_string(v) for k, v in pairs) + b"\x00"
-    )
-
-
-def _branch(name: str) -> bytes:
-    return zigzag(IMAGE_TYPES.index(name))
-
-
-_NULL: Final = b"\x00"
-_NONE: Final = _branch("EmptyObject") + zigzag(1)
-"""``EmptyObject.NONE``: the column has a value that was not sent."""
-_OPT_NULL: Final = b"\x00"
+_OPT_NULL: Final = NULL_BRANCH
 """A ``["null", …]`` union holding null."""
-_OPT_STRING: Final = b"\x02"
+_OPT_STRING: Final = SECOND_BRANCH
+"""Branch 1 of ``["null", "string", …]``."""
 _OPT_ARRAY: Final = b"\x04"
 """Branch 2 of ``["null", "string", {array}]``."""
-
-
-def _opt_int(value: int | None) -> bytes:
-    return b"\x00" if value is None else b"\x02" + zigzag(value)
-
-
-def datetime_bytes(*values: int | None) -> bytes:
-    """Encode the fields of a ``DateTime`` record (no union branch).
-
-    ``values`` are year, month, day, hour, minute, second, micros; missing ones are null.
-    """
-    padded = values + (None,) * (7 - len(values))
-    return b"".join(_opt_int(v) for v in padded)
-
-
-# --------------------------------------------------------------------------- dates
-
-
-@functools.lru_cache(maxsize=65536)
-def _civil(date_text: str, bc: bool) -> tuple[int, int, int, int]:
-    """(astronomical year, month, day, days since 1970-01-01) of ``YYYY-MM-DD``."""
-    y_text, m_text, d_text = date_text.rsplit("-", 2)
-    year = int(y_text)
-    if bc:
-        year = 1 - year
-    month = int(m_text)
-    day = int(d_text)
-    # Days from civil (proleptic Gregorian), H. Hinnant's algorithm.
-    y = year - (month <= 2)
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return year, month, day, era * 146097 + doe - 719468
-
-
-def _clock(text: str) -> tuple[int, int, int, int]:
-    """(hour, minute, second, µs) of ``HH:MM:SS[.ffffff]``."""
-    micros = int(text[9:].ljust(6, "0")) if len(text) > 8 else 0
-    return int(text[0:2]), int(text[3:5]), int(text[6:8]), micros
-
-
-def _offset(text: str) -> int:
-    """Seconds east of UTC of ``+HH[:MM[:SS]]``."""
-    parts = text[1:].split(":")
-    seconds = int(parts[0]) * 3600
-    if len(parts) > 1:
-        seconds += int(parts[1]) * 60
-    if len(parts) > 2:
-        seconds += int(parts[2])
-    return -seconds if text[0] == "-" else seconds
-
-
-def _split_zone(text: str) -> tuple[str, str]:
-    """Split ``HH:MM:SS[.f]±zone`` into clock and zone."""
-    cut = max(text.rfind("+"), text.rfind("-"))
-    return text[:cut], text[cut:]
-
-
-def _bc(text: str) -> tuple[str, bool]:
-    return (text[:-3], True) if text.endswith(" BC") else (text, False)
-
-
-_INFINITIES: Final = frozenset({"infinity", "-infinity"})
-
-
-_MEMO_LIMIT: Final = 65536
-
-
-def _memo(convert: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
-    """Cache ``convert`` by value (bounded; cleared when full).
-
-    Rows repeat their unchanged values in every update (``created_at`` …), so the
-    parsed-and-encoded form of date/time values is worth keeping.
-    """
-    cache: dict[bytes, bytes] = {}
-    get = cache.get
-
-    def memo(raw: bytes) -> bytes:
-        out = get(raw)
-        if out is None:
-            if len(cache) >= _MEMO_LIMIT:
-                cache.clear()
-            out = cache[raw] = convert(raw)
-        return out
-
-    return memo
-
-
-def _text_object(type_name: str) -> Callable[[bytes], bytes]:
-    prefix = _branch("TextObject") + avro_string(type_name)
-
-    def convert(raw: bytes) -> bytes:
-        n = len(raw)
-        return prefix + (_SMALL[n] if n < _SMALL_LIMIT else _varint(n)) + raw
-
-    return convert
-
-
-_OPT_SMALL: Final = tuple(b"\x02" + _SMALL[i] for i in range(64))
-"""``["null", "int"]`` holding small ``i``, for clock fields."""
-
-
-@functools.lru_cache(maxsize=65536)
-def _date_fields(date_text: bytes) -> bytes:
-    """Encode year, month and day of ``YYYY-MM-DD[ BC]`` as DateTime fields."""
-    text, bc = _bc(date_text.decode())
-    year, month, day, _ = _civil(text, bc)
-    return _opt_int(year) + _opt_int(month) + _opt_int(day)
-
-
-def _is_plain(raw: bytes, n: int) -> bool:
-    """``YYYY-MM-DD HH:MM:SS[.f]…``: 4-digit year AD, fixed offsets (the common case)."""
-    return n >= 19 and raw[10] == 0x20 and raw[4] == 0x2D and raw[13] == 0x3A and raw[-1] != 0x43
-
-
-def _date(type_name: str) -> Callable[[bytes], bytes]:
-    branch = _branch("DateTime")
-    special = _text_object(type_name)
-    clock_nulls = b"\x00" * 4
-
-    def convert(raw: bytes) -> bytes:
-        if raw[-1] == 0x79:  # infinity, -infinity
-            return special(raw)
-        return branch + _date_fields(raw) + clock_nulls
-
-    return convert
-
-
-def _timestamp(type_name: str) -> Callable[[bytes], bytes]:
-    branch = _branch("DateTime")
-    special = _text_object(type_name)
-
-    def convert(raw: bytes) -> bytes:
-        n = len(raw)
-        if _is_plain(raw, n):
-            micros = int(raw[20:].ljust(6, b"0")) if n > 19 else 0
-            return branch + _date_fields(raw[:10]) + _clock_fields(raw[11:19]) + _varint(micros)
-        text, bc = _bc(raw.decode())
-        if text in _INFINITIES:
-            return special(raw)
-        date_text, clock_text = text.split(" ", 1)
-        year, month, day, _ = _civil(date_text, bc)
-        return branch + datetime_bytes(year, month, day, *_clock(clock_text))
-
-    return convert
-
-
-_CLOCK_FIELDS: dict[bytes, bytes] = {}
-"""``HH:MM:SS`` → DateTime hour, minute, second and the ``millis`` branch byte."""
-
-
-def _clock_fields(clock: bytes) -> bytes:
-    fields = _CLOCK_FIELDS.get(clock)
-    if fields is None:
-        opt = _OPT_SMALL
-        fields = _CLOCK_FIELDS[clock] = (
-            opt[int(clock[:2])] + opt[int(clock[3:5])] + opt[int(clock[6:])] + b"\x02"
-        )
-    return fields
-
-
-_CLOCKS: dict[bytes, int] = {}
-"""``HH:MM:SS`` → seconds of the day (at most 86,400 entries)."""
-_DAYS: dict[bytes, int] = {}
-"""``YYYY-MM-DD`` → Unix seconds at midnight (bounded; cleared when large)."""
-
-
-def _utc_seconds(raw: bytes) -> int:
-    """Unix seconds of a plain ``YYYY-MM-DD HH:MM:SS…`` (AD, four-digit year)."""
-    date = raw[:10]
-    day = _DAYS.get(date)
-    if day is None:
-        if len(_DAYS) > 100_000:
-            _DAYS.clear()
-        day = _DAYS[date] = _civil(date.decode(), bc=False)[3] * 86400
-    clock = raw[11:19]
-    seconds = _CLOCKS.get(clock)
-    if seconds is None:
-        seconds = _CLOCKS[clock] = int(clock[:2]) * 3600 + int(clock[3:5]) * 60 + int(clock[6:])
-    return day + seconds
-
-
-def _timestamptz(type_name: str) -> Callable[[bytes], bytes]:
-    branch = _branch("Timestamp")
-    special = _text_object(type_name)
-    low = _LOW14
-    uv = _UV
-
-    def convert(raw: bytes) -> bytes:
-        n = len(raw)
-        if n >= 22 and raw[-3:] == b"+00" and raw[10] == 0x20 and raw[4] == 0x2D:
-            # YYYY-MM-DD HH:MM:SS[.f]+00, AD: the walsender's own form (TimeZone UTC).
-            if n == 29:
-                z = int(raw[20:26]) << 1
-            else:
-                z = int(raw[20:-3].ljust(6, b"0")) << 1 if n > 22 else 0
-            micros = uv[z] if z < 0x4000 else low[z & 0x3FFF] + uv[z >> 14]
-            return branch + _varint(_utc_seconds(raw)) + micros
-        text, bc = _bc(raw.decode())
-        if text in _INFINITIES:
-            return special(raw)
-        date_text, rest = text.split(" ", 1)
-        clock_text, zone = _split_zone(rest)
-        hour, minute, second, micros_ = _clock(clock_text)
-        days = _civil(date_text, bc)[3]
-        seconds = days * 86400 + hour * 3600 + minute * 60 + second - _offset(zone)
-        return branch + zigzag(seconds) + zigzag(micros_)
-
-    return convert
-
-
-def _time(_type_name: str) -> Callable[[bytes], bytes]:
-    branch = _branch("DateTime")
-
-    def convert(raw: bytes) -> bytes:
-        return branch + datetime_bytes(None, None, None, *_clock(raw.decode()))
-
-    return convert
-
-
-def _timetz(_type_name: str) -> Callable[[bytes], bytes]:
-    branch = _branch("TimestampWithTimeZone")
-
-    def convert(raw: bytes) -> bytes:
-        clock_text, zone = _split_zone(raw.decode())
-        return branch + datetime_bytes(None, None, None, *_clock(clock_text)) + avro_string(zone)
-
-    return convert
-
-
-# --------------------------------------------------------------------------- numbers
-
-
-def _integer(precision: int) -> Callable[[bytes], bytes]:
-    prefix = _branch("Integer") + zigzag(precision)
-
-    def convert(raw: bytes) -> bytes:
-        n = len(raw)
-        return prefix + (_SMALL[n] if n < _SMALL_LIMIT else _varint(n)) + raw
-
-    return convert
-
-
-def _bool() -> Callable[[bytes], bytes]:
-    prefix = _branch("Integer") + zigzag(1)
-    true = prefix + avro_bytes(b"1")
-    false = prefix + avro_bytes(b"0")
-
-    def convert(raw: bytes) -> bytes:
-        return true if raw in (b"t", b"true") else false
-
-    return convert
-
-
-def value_precision_scale(text: str) -> tuple[int, int]:
-    """Precision and scale of a numeric value, as Java's ``BigDecimal`` reports them."""
-    digits = text.lstrip("-+")
-    if not digits[:1].isdigit():
-        return 0, 0  # NaN, Infinity
-    whole, _, fraction = digits.partition(".")
-    significant = (whole + fraction).lstrip("0")
-    return max(len(significant), 1), len(fraction)
-
-
-def _decimal(typmod: int) -> Callable[[bytes], bytes]:
-    branch = _branch("Decimal")
-    declared = numeric_precision_scale(typmod)
-    if declared is not None:
-        suffix = zigzag(declared[0]) + zigzag(declared[1])
-
-        def convert(raw: bytes) -> bytes:
-            n = len(raw)
-            return branch + (_SMALL[n] if n < _SMALL_LIMIT else _varint(n)) + raw + suffix
-
-        return convert
-
-    def convert_free(raw: bytes) -> bytes:
-        precision, scale = value_precision_scale(raw.decode())
-        return branch + avro_bytes(raw) + zigzag(precision) + zigzag(scale)
-
-    return convert_free
-
-
-def _float(precision: int) -> Callable[[bytes], bytes]:
-    branch = _branch("Float")
-    suffix = zigzag(precision) + zigzag(-1)
-    pack = _DOUBLE.pack
-
-    def convert(raw: bytes) -> bytes:
-        return branch + pack(float(raw)) + suffix
-
-    return convert
-
-
-def _character() -> Callable[[bytes], bytes]:
-    prefix = _branch("Character") + avro_string(CHARSET)
-
-    def convert(raw: bytes) -> bytes:
-        n = len(raw)
-        return prefix + (_SMALL[n] if n < _SMALL_LIMIT else _varint(n)) + raw
-
-    return convert
-
-
-def _bytea(type_name: str) -> Callable[[bytes], bytes]:
-    prefix = _branch("BinaryObject") + avro_string(type_name)
-
-    def convert(raw: bytes) -> bytes:
-        data = binascii.unhexlify(raw[2:]) if raw[:2] == b"\\x" else bytea_from_text(raw)
-        n = len(data)
-        return prefix + (_SMALL[n] if n < _SMALL_LIMIT else _varint(n)) + data
-
-    return convert
-
-
-_SHARED: dict[str, Callable[[bytes], bytes]] = {}
-
-
-def _shared(
-    type_name: str, factory: Callable[[str], Callable[[bytes], bytes]]
-) -> Callable[[bytes], bytes]:
-    """One memoized converter per type, shared by every column of that type."""
-    found = _SHARED.get(type_name)
-    if found is None:
-        found = _SHARED[type_name] = _memo(factory(type_name))
-    return found
-
-
-def converter(column: Column) -> Callable[[bytes], bytes]:
-    """Return the function turning ``column``'s PostgreSQL text (bytes) into an image item."""
-    fam = family(column)
-    name = column.type_name
-    result: Callable[[bytes], bytes]
-    if fam is Family.BOOL:
-        result = _bool()
-    elif fam is Family.SMALLINT:
-        result = _integer(2)
-    elif fam is Family.INTEGER:
-        result = _integer(4)
-    elif fam is Family.BIGINT:
-        result = _integer(8)
-    elif fam is Family.NUMERIC:
-        result = _decimal(column.type_modifier)
-    elif fam is Family.REAL:
-        result = _float(24)
-    elif fam is Family.DOUBLE:
-        result = _float(53)
-    elif fam in (Family.CHAR, Family.STRING):
-        result = _character()
-    elif fam is Family.BYTES:
-        result = _bytea(name)
-    elif fam is Family.DATE:
-        result = _date(name)
-    elif fam is Family.TIME:
-        result = _time(name)
-    elif fam is Family.TIMETZ:
-        result = _timetz(name)
-    elif fam is Family.TIMESTAMP:
-        result = _shared(name, _timestamp)
-    elif fam is Family.TIMESTAMPTZ:
-        result = _shared(name, _timestamptz)
-    else:
-        result = _text_object(name)
-    return result
-
-
-# --------------------------------------------------------------------------- settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -654,10 +195,7 @@ _TOAST_TAG: Final = avro_string("walcast.unchanged_toast")
 
 def _array(items: list[bytes]) -> bytes:
     """``["null", "string", array]`` holding the array of ``items``."""
-    if not items:
-        return _OPT_ARRAY + b"\x00"
-    n = len(items)
-    return _OPT_ARRAY + (_SMALL[n] if n < _SMALL_LIMIT else _varint(n)) + b"".join(items) + b"\x00"
+    return _OPT_ARRAY + avro_array(items)
 
 
 class _TableState:
@@ -668,8 +206,7 @@ class _TableState:
         "fields",
         "key_indexes",
         "key_mask",
-        "key_prefix",
-        "key_values",
+        "keys",
         "object_name",
         "size",
         "tag_count",
@@ -691,12 +228,7 @@ class _TableState:
             tags.append(("pk_uk_info", info))
         self.tags = b"".join(avro_string(k) + avro_string(v) for k, v in tags)
         self.tag_count = len(tags)
-        # Kafka key (same bytes as _common.row_key).
-        self.key_prefix = table.qualified_name.encode() + b":"
-        index = {n: i for i, n in enumerate(table.column_names)}
-        self.key_values: tuple[int, ...] | None = (
-            tuple(index[n] for n in table.primary_key) if table.primary_key else None
-        )
+        self.keys = RowKeys(table)
 
 
 @dataclass(slots=True)
@@ -724,10 +256,10 @@ class DtsAvroEncoder(Encoder):
     name: ClassVar[str] = "dts-avro"
     binary_output: ClassVar[bool] = True
     settings_class: ClassVar[type[FormatSettings]] = Settings
+    settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.settings = resolve_settings(Settings, self.name, self.options.settings)
         self._version = zigzag(RECORD_VERSION)
         self._source = zigzag(SOURCE_TYPES.index("PostgreSQL")) + avro_string(
             self.options.source_version
@@ -739,22 +271,19 @@ class DtsAvroEncoder(Encoder):
             Op.DELETE: self._ops["DELETE"],
         }
         self._database_key = self.options.database.encode()
-        self._tables: dict[Table, _TableState] = {}
+        self._tables = PerTable(self._new_state)
         self._txn: _Txn | None = None
         self._next_id = 0
 
     # ------------------------------------------------------------------ state
 
-    def _state(self, table: Table) -> _TableState:
-        state = self._tables.get(table)
-        if state is None:
-            state = self._tables[table] = _TableState(table, self.options.database)
-        return state
+    def _new_state(self, table: Table) -> _TableState:
+        return _TableState(table, self.options.database)
 
     def _open(self, xid: int, commit_lsn: int, commit_ts: int) -> _Txn:
         self._next_id = max(self._next_id, commit_lsn)
         lsn_text = format_lsn(commit_lsn)
-        unix_us = commit_ts + _PG_EPOCH_UNIX_S * 1_000_000
+        unix_us = commit_ts + PG_EPOCH_US
         tags = [
             ("walcast.commit_lsn", lsn_text),
             ("walcast.commit_time", pg_ts_to_datetime(commit_ts).isoformat()),
@@ -805,21 +334,21 @@ class DtsAvroEncoder(Encoder):
         if _UNCHANGED in tup.kinds or _BINARY in tup.kinds:
             values, patch = _resolve(image)
             out = [
-                _NULL if raw is None else conv(raw) for conv, raw in zip(convs, values, strict=True)
+                NULL if raw is None else conv(raw) for conv, raw in zip(convs, values, strict=True)
             ]
             for i in patch:
-                if fallback is not None and fallback[i] is not _NONE:
+                if fallback is not None and fallback[i] is not NONE:
                     out[i] = fallback[i]
                 else:
                     missing.append(i)
-                    out[i] = _NONE
+                    out[i] = NONE
         else:
             out = [
-                _NULL if raw is None else conv(raw)  # type: ignore[arg-type]
+                NULL if raw is None else conv(raw)  # type: ignore[arg-type]
                 for conv, raw in zip(convs, tup.values, strict=True)
             ]
         if image.key_only:
-            return [item if key else _NONE for item, key in zip(out, state.key_mask, strict=True)]
+            return [item if key else NONE for item, key in zip(out, state.key_mask, strict=True)]
         return out
 
     # ------------------------------------------------------------------ records
@@ -859,8 +388,6 @@ class DtsAvroEncoder(Encoder):
             txn = self._open(event.xid, event.commit_lsn, event.commit_ts)
         table = event.table
         state = self._tables.get(table)
-        if state is None:
-            state = self._state(table)
         op = event.op
         ordinal = b"%d" % event.ordinal
         position = txn.at + ordinal
@@ -870,12 +397,12 @@ class DtsAvroEncoder(Encoder):
             return b"".join(
                 (
                     self._version,
-                    _varint(record_id),
+                    varint(record_id),
                     txn.head,
-                    _SMALL[len(position)],
+                    SMALL[len(position)],
                     position,
                     self._chunk(txn, state, op, 0),
-                    _SMALL[len(ordinal)],
+                    SMALL[len(ordinal)],
                     ordinal,
                     state.tags,
                     b"\x00",
@@ -895,7 +422,7 @@ class DtsAvroEncoder(Encoder):
             after_items = self._image(state, after, fallback, missing)
             if op is Op.UPDATE and before_items is None:
                 before_items = [
-                    item if key else _NONE
+                    item if key else NONE
                     for item, key in zip(after_items, state.key_mask, strict=True)
                 ]
         if op is Op.INSERT:
@@ -912,12 +439,12 @@ class DtsAvroEncoder(Encoder):
         return b"".join(
             (
                 self._version,
-                _varint(record_id),
+                varint(record_id),
                 txn.head,
-                _SMALL[len(position)],
+                SMALL[len(position)],
                 position,
                 chunk,
-                _SMALL[len(ordinal)],
+                SMALL[len(ordinal)],
                 ordinal,
                 state.tags,
                 toast,
@@ -931,23 +458,7 @@ class DtsAvroEncoder(Encoder):
 
     def key(self, event: ChangeEvent) -> bytes:
         """Return the Kafka key of ``event`` (see the module docstring)."""
-        table = event.table
-        op = event.op
-        image = event.before if op is Op.DELETE else event.after
-        if op is Op.TRUNCATE or image is None:
-            return table.qualified_name.encode()
-        state = self._state(table)
-        indexes = state.key_values
-        if indexes is None:
-            indexes = tuple(image.present_indexes())
-        elif len(indexes) == 1:
-            i = indexes[0]
-            raw = image.tuple.values[i]
-            if isinstance(raw, bytes) and image.tuple.kinds[i] == _TEXT:
-                return state.key_prefix + orjson.dumps([raw.decode()])
-        values = [image.text(i) for i in indexes]
-        cleaned = [None if v is UNCHANGED_TOAST else v for v in values]
-        return state.key_prefix + orjson.dumps(cleaned)
+        return self._tables.get(event.table).keys.key(keyed_image(event))
 
     def _control(
         self, operation: str, txn: _Txn, position: str, tags: list[tuple[str, str]]
@@ -993,19 +504,7 @@ class DtsAvroEncoder(Encoder):
 
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """One record per row change (one DDL record per table of a TRUNCATE)."""
-        table = event.table
-        return [
-            EncodedMessage(
-                self.record(event),
-                self.key(event),
-                "change",
-                table.schema,
-                table.name,
-                event.commit_lsn,
-                event.xid,
-                event.ordinal,
-            )
-        ]
+        return [EncodedMessage.for_change(event, self.record(event), self.key(event))]
 
     def tail_lines(self, event: ChangeEvent) -> bytes:
         """Print ``event`` as ``walcast tail`` does (base64), without building a message."""

@@ -119,13 +119,14 @@ from capture.events import (
     TransactionCommit,
     pg_ts_to_datetime,
 )
+from capture.formats._common import PerTable
 from capture.formats._common import raw_texts as _resolve
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.layout import (  # noqa: F401 - layout_record: old import path, kept for callers
     layout_record,
     rendering,
 )
-from capture.formats.settings import PARSE, FormatSettings, resolve_settings
+from capture.formats.settings import PARSE, FormatSettings
 from capture.pgoutput.messages import UnchangedToast
 from capture.types.text import bytea_from_text
 
@@ -305,11 +306,11 @@ class IbmDelimitedEncoder(Encoder):
 
     name: ClassVar[str] = "ibm"
     settings_class: ClassVar[type[FormatSettings]] = Settings
+    settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        cfg = resolve_settings(Settings, self.name, self.options.settings)
-        self.settings = cfg
+        cfg = self.settings
         self._cd = cfg.column_delimiter.encode()
         self._rd = cfg.record_delimiter.encode()
         self._q = cfg.string_delimiter.encode()
@@ -318,7 +319,7 @@ class IbmDelimitedEncoder(Encoder):
         self._max = cfg.max_message_size
         self._key = self.options.database.encode()
         self._plan = self.quote(cfg.plan_name) if cfg.plan_name else b""
-        self._tables: dict[Table, _TableState] = {}
+        self._tables = PerTable(self._new_state)
         # The open transaction.
         self._txn: tuple[int, int, int] | None = None
         self._txn_part = b""
@@ -340,11 +341,8 @@ class IbmDelimitedEncoder(Encoder):
         q = self._q
         return q + raw.replace(q, self._qq) + q
 
-    def _state(self, table: Table) -> _TableState:
-        state = self._tables.get(table)
-        if state is None:
-            state = self._tables[table] = _TableState(table, self.quote, self._cd, self._dc)
-        return state
+    def _new_state(self, table: Table) -> _TableState:
+        return _TableState(table, self.quote, self._cd, self._dc)
 
     def _open(self, xid: int, commit_lsn: int, commit_ts: int) -> list[EncodedMessage]:
         """Start a transaction: compute the header fields it shares.
@@ -439,7 +437,7 @@ class IbmDelimitedEncoder(Encoder):
         if op is Op.TRUNCATE:
             return None
         table = event.table
-        state = self._state(table)
+        state = self._tables.get(table)
         cd = self._cd
         missing: list[int] = []
         before = event.before

@@ -104,10 +104,19 @@ from capture.events import (
     TransactionCommit,
     pg_ts_to_datetime,
 )
-from capture.formats._common import Family, family, fast_row_key, is_lob, key_indexes_of
+from capture.formats._common import (
+    Family,
+    PerTable,
+    RowKeys,
+    family,
+    is_lob,
+    json_number,
+    keyed_image,
+    pg_bool,
+)
 from capture.formats._common import column_texts as image_texts
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.settings import PARSE, FormatSettings, resolve_settings
+from capture.formats.settings import PARSE, FormatSettings
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 from capture.types import typmod
 from capture.types.text import bytea_from_text
@@ -183,18 +192,6 @@ class Settings(FormatSettings):
 # ------------------------------------------------------------------ values
 
 
-def to_float(text: str) -> float | str:
-    """Return a JSON number; NaN and ±Infinity stay strings."""
-    if text[-1] in "yN":
-        return text
-    return float(text)
-
-
-def to_bool(text: str) -> bool:
-    """PostgreSQL prints ``t`` or ``f``."""
-    return text == "t"
-
-
 def bytes_hex(text: str) -> str:
     r"""Upper-case hex of a bytea's bytes, from its ``\x`` hex or escape text."""
     if text.startswith("\\x"):
@@ -207,9 +204,9 @@ def _converter(column: Column) -> Any:
     if fam in (Family.SMALLINT, Family.INTEGER, Family.BIGINT):
         return int
     if fam in (Family.REAL, Family.DOUBLE):
-        return to_float
+        return json_number
     if fam is Family.BOOL:
-        return to_bool
+        return pg_bool
     if fam is Family.BYTES:
         return bytes_hex
     return None
@@ -288,9 +285,10 @@ class _Plan:
     all_hex: str
     nonlob_hex: str
     schema_id: str
-    key_prefix: bytes
-    pk_indexes: tuple[int, ...] | None
+    keys: RowKeys
     structure: dict[str, Any] = field(repr=False)
+    checked: bool = False
+    """Whether the table's MD was announced (or found announced) for this plan."""
 
 
 class QlikEncoder(Encoder):
@@ -299,18 +297,19 @@ class QlikEncoder(Encoder):
     name: ClassVar[str] = "qlik"
     needs_transaction_size: ClassVar[bool] = True
     settings_class: ClassVar[type[FormatSettings]] = Settings
+    settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.settings = resolve_settings(Settings, self.name, self.options.settings)
         self.task = self.settings.task or self.options.source_name
-        self._plans: dict[int, _Plan] = {}
+        self._plans = PerTable(self._build_plan)
         self._versions: dict[int, tuple[str, int]] = {}
         """relation OID → (schemaId, tableVersion) last announced."""
         self._last_seq = 0
         self._count: int | None = None
         self._count_xid: int | None = None
-        self._pending: tuple[dict[str, Any], EncodedMessage] | None = None
+        self._pending: tuple[dict[str, Any], ChangeEvent, bytes] | None = None
+        """A DT held back until it is known whether it is its transaction's last."""
         self._ts = -1
         self._time = ""
         self._prefix = 0
@@ -343,29 +342,18 @@ class QlikEncoder(Encoder):
         if pending is None:
             return []
         self._pending = None
-        message, template = pending
+        message, event, key = pending
         message["headers"]["transactionLastEvent"] = last
-        return [
-            EncodedMessage(
-                _DT_PREFIX + orjson.dumps(message) + b"}",
-                template.key,
-                template.kind,
-                template.schema,
-                template.table,
-                template.commit_lsn,
-                template.xid,
-                template.ordinal,
-            )
-        ]
+        return [EncodedMessage.for_change(event, _DT_PREFIX + orjson.dumps(message) + b"}", key)]
 
     # ------------------------------------------------------------------ metadata
 
     def _plan(self, table: Table, event: ChangeEvent, out: list[EncodedMessage]) -> _Plan:
-        plan = self._plans.get(table.relation_id)
-        if plan is not None and plan.table is table:
+        """The table's plan; an MD goes to ``out`` first when its structure is new."""
+        plan = self._plans.get(table)
+        if plan.checked:
             return plan
-        plan = self._build_plan(table)
-        self._plans[table.relation_id] = plan
+        plan.checked = True
         announced = self._versions.get(table.relation_id)
         if announced is None or announced[0] != plan.schema_id:
             version = 1 if announced is None else announced[1] + 1
@@ -418,8 +406,7 @@ class QlikEncoder(Encoder):
             all_hex=_mask_hex(all_mask, nbytes),
             nonlob_hex=_mask_hex(nonlob_mask, nbytes),
             schema_id=schema_id,
-            key_prefix=table.qualified_name.encode() + b":",
-            pk_indexes=key_indexes_of(table),
+            keys=RowKeys(table),
             structure=structure,
         )
 
@@ -584,35 +571,17 @@ class QlikEncoder(Encoder):
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """Encode one change: an MD first when the table's structure is new, then one DT."""
         out: list[EncodedMessage] = []
-        table = event.table
-        plan = self._plan(table, event, out)
+        plan = self._plan(event.table, event, out)
         message = self.document(plan, event)
-        image = event.before if event.op is Op.DELETE else event.after
-        if event.op is Op.TRUNCATE:
-            image = None
-        key = fast_row_key(table, plan.key_prefix, plan.pk_indexes, image)
+        key = plan.keys.key(keyed_image(event))
         count = self._count
         if count is not None and self._count_xid == event.xid:
             message["headers"]["transactionLastEvent"] = event.ordinal >= count
             value = _DT_PREFIX + orjson.dumps(message) + b"}"
-            out.append(
-                EncodedMessage(
-                    value,
-                    key,
-                    "change",
-                    table.schema,
-                    table.name,
-                    event.commit_lsn,
-                    event.xid,
-                    event.ordinal,
-                )
-            )
+            out.append(EncodedMessage.for_change(event, value, key))
             return out
         out.extend(self._release(last=False))
-        template = EncodedMessage(
-            b"", key, "change", table.schema, table.name, event.commit_lsn, event.xid, event.ordinal
-        )
-        self._pending = (message, template)
+        self._pending = (message, event, key)
         return out
 
 

@@ -54,11 +54,18 @@ import orjson
 
 from capture.errors import WalcastError
 from capture.events import ChangeEvent, Image, Op, Table, TransactionBegin, TransactionCommit
-from capture.formats._common import clock_us, fast_row_key, key_indexes_of
+from capture.formats._common import (
+    PerTable,
+    RowKeys,
+    clock_us,
+    keyed_image,
+    present_text_row,
+    text_row,
+)
 from capture.formats._common import column_texts as image_texts
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.settings import FormatSettings, resolve_settings
-from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.formats.settings import FormatSettings
+from capture.pgoutput.messages import UnchangedToast
 
 _PG_EPOCH_S: Final = 946_684_800
 _OPS: Final = {Op.INSERT: "ins", Op.UPDATE: "upd", Op.DELETE: "del", Op.TRUNCATE: "truncate"}
@@ -90,8 +97,7 @@ class _Plan:
     key_indexes: tuple[int, ...]
     """The key reported in ``key``: primary-key columns, else replica identity."""
     is_key: tuple[bool, ...]
-    key_prefix: bytes
-    pk_indexes: tuple[int, ...] | None
+    keys: RowKeys
 
 
 class ShareplexEncoder(Encoder):
@@ -100,12 +106,12 @@ class ShareplexEncoder(Encoder):
     name: ClassVar[str] = "shareplex"
     needs_transaction_size: ClassVar[bool] = True
     settings_class: ClassVar[type[FormatSettings]] = Settings
+    settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.settings = resolve_settings(Settings, self.name, self.options.settings)
         self._clock = self.options.clock
-        self._plans: dict[int, _Plan] = {}
+        self._plans = PerTable(self._plan)
         self._size: int | None = None
         self._size_xid: int | None = None
         self._lsn = -1
@@ -129,27 +135,22 @@ class ShareplexEncoder(Encoder):
         self._size_xid = None
         return []
 
-    def _plan(self, table: Table) -> _Plan:
-        plan = self._plans.get(table.relation_id)
-        if plan is not None and plan.table is table:
-            return plan
+    @staticmethod
+    def _plan(table: Table) -> _Plan:
         names = table.column_names
         if table.primary_key:
             index = {n: i for i, n in enumerate(names)}
             keys = tuple(sorted(index[n] for n in table.primary_key))
         else:
             keys = table.key_indexes
-        plan = _Plan(
+        return _Plan(
             table=table,
             names=names,
             qualified=table.qualified_name,
             key_indexes=keys,
             is_key=tuple(i in keys for i in range(len(names))),
-            key_prefix=table.qualified_name.encode() + b":",
-            pk_indexes=key_indexes_of(table),
+            keys=RowKeys(table),
         )
-        self._plans[table.relation_id] = plan
-        return plan
 
     def meta(self, event: ChangeEvent) -> dict[str, Any]:
         """Build the ``meta`` object of ``event``."""
@@ -195,13 +196,13 @@ class ShareplexEncoder(Encoder):
         if op is Op.TRUNCATE and self.settings.truncate == "skip":
             return None
         meta = self.meta(event)
-        plan = self._plan(event.table)
+        plan = self._plans.get(event.table)
         if op is Op.INSERT:
             assert event.after is not None
-            return {"meta": meta, "data": _row(plan.names, image_texts(event.after))}
+            return {"meta": meta, "data": text_row(plan.names, image_texts(event.after))}
         if op is Op.DELETE:
             before = event.before
-            return {"meta": meta, "data": _present_row(plan, before) if before else {}}
+            return {"meta": meta, "data": present_text_row(before) if before else {}}
         if op is Op.UPDATE:
             data, key = _update(plan, event.before, event.after)
             return {"meta": meta, "data": data, "key": key}
@@ -212,39 +213,8 @@ class ShareplexEncoder(Encoder):
         doc = self.document(event)
         if doc is None:
             return []
-        table = event.table
-        image = event.before if event.op is Op.DELETE else event.after
-        plan = self._plan(table)
-        return [
-            EncodedMessage(
-                orjson.dumps(doc),
-                fast_row_key(table, plan.key_prefix, plan.pk_indexes, image),
-                "change",
-                table.schema,
-                table.name,
-                event.commit_lsn,
-                event.xid,
-                event.ordinal,
-            )
-        ]
-
-
-def _row(names: tuple[str, ...], texts: list[str | UnchangedToast | None]) -> dict[str, Any]:
-    if UNCHANGED_TOAST not in texts:
-        return dict(zip(names, texts, strict=True))
-    return {n: t for n, t in zip(names, texts, strict=True) if not isinstance(t, UnchangedToast)}
-
-
-def _present_row(plan: _Plan, image: Image) -> dict[str, Any]:
-    texts = image_texts(image)
-    if not image.key_only:
-        return _row(plan.names, texts)
-    names = plan.names
-    return {
-        names[i]: t
-        for i in image.table.key_indexes
-        if not isinstance(t := texts[i], UnchangedToast)
-    }
+        key = self._plans.get(event.table).keys.key(keyed_image(event))
+        return [EncodedMessage.for_change(event, orjson.dumps(doc), key)]
 
 
 def _update(

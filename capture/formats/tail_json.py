@@ -24,9 +24,9 @@ from typing import Any, ClassVar, Final
 import orjson
 
 from capture.events import ChangeEvent, Image, Op, Table, pg_ts_to_datetime
-from capture.formats._common import fast_row_key, key_indexes_of, key_prefix_of
+from capture.formats._common import PerTable, RowKeys
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.settings import FormatSettings, resolve_settings
+from capture.formats.settings import FormatSettings
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
 
@@ -77,13 +77,13 @@ class TailJsonEncoder(Encoder):
 
     name: ClassVar[str] = "json"
     settings_class: ClassVar[type[FormatSettings]] = Settings
+    settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self.settings = resolve_settings(Settings, self.name, self.options.settings)
         self._prefix_key: tuple[Op, Table, int] | None = None
         self._prefix = b""
-        self._keys: dict[Table, tuple[bytes, tuple[int, ...] | None]] = {}
+        self._keys = PerTable(RowKeys)
 
     def _head(self, event: ChangeEvent) -> bytes:
         key = (event.op, event.table, event.commit_lsn)
@@ -126,23 +126,9 @@ class TailJsonEncoder(Encoder):
 
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """One message per change."""
-        table = event.table
-        plan = self._keys.get(table)
-        if plan is None:
-            plan = self._keys[table] = (key_prefix_of(table), key_indexes_of(table))
         image = event.after if event.after is not None else event.before
-        return [
-            EncodedMessage(
-                self.render(event)[:-1],
-                fast_row_key(table, plan[0], plan[1], image),
-                "change",
-                table.schema,
-                table.name,
-                event.commit_lsn,
-                event.xid,
-                event.ordinal,
-            )
-        ]
+        key = self._keys.get(event.table).key(image)
+        return [EncodedMessage.for_change(event, self.render(event)[:-1], key)]
 
     def tail_lines(self, event: ChangeEvent) -> bytes:
         """What ``walcast tail`` prints for ``event``, without building messages."""

@@ -24,14 +24,21 @@ from capture.formats.dataworks import (
     DataWorksEncoder,
     bytea_bytes,
     date_ms,
-    days_from_civil,
     timestamp_ms,
 )
 from capture.pgoutput.messages import UNCHANGED_TOAST
+from capture.types.datetimes import date2j
 from tests.support.events import event, make_table, table_with
 from tests.support.formats import DELIMITERS, encode_transaction, orders_tables
 
 REPO = Path(__file__).resolve().parents[3]
+
+
+def days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of an astronomical-year date (PostgreSQL's date2j)."""
+    return date2j(year, month, day) - date2j(1970, 1, 1)
+
+
 DATA = REPO / "tests" / "data" / "formats" / "dataworks"
 SCHEMA = json.loads((REPO / "schemas" / "dataworks.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -442,7 +449,8 @@ def test_date_ms() -> None:
     assert date_ms("0001-01-01 BC") == days_from_civil(0, 1, 1) * 86_400_000
     assert date_ms("infinity") == "infinity"
     for year in (1, 1600, 1900, 1970, 2000, 2024, 9999):
-        assert days_from_civil(year, 12, 31) == (dt.date(year, 12, 31) - dt.date(1970, 1, 1)).days
+        when = dt.date(year, 12, 31)
+        assert date_ms(when.isoformat()) == (when - dt.date(1970, 1, 1)).days * 86_400_000
 
 
 def test_bytea_escape_format() -> None:

@@ -27,13 +27,10 @@ from capture.events import (
     TransactionCommit,
 )
 from capture.formats import FormatOptions, encoder_for
-from capture.formats._common import row_key
-from capture.formats.dts_avro import (
-    DtsAvroEncoder,
-    truncate_sql,
-    value_precision_scale,
-    zigzag,
-)
+from capture.formats._common import row_key, truncate_sql
+from capture.formats.avro import zigzag
+from capture.formats.dts_avro import DtsAvroEncoder
+from capture.formats.dts_values import value_precision_scale
 from capture.lsn import format_lsn, parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
 from capture.teststream import format_options, generate, produce
