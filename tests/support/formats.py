@@ -9,23 +9,120 @@ the golden synthetic stream.
 
 from __future__ import annotations
 
+import base64
+import io
+import json
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import orjson
+from fastavro import parse_schema, schemaless_reader
 from jsonschema.protocols import Validator
 
 from capture.events import ChangeEvent, Table, TransactionBegin, TransactionCommit
 from capture.formats.base import EncodedMessage, Encoder
+from capture.formats.ibm import HEADER_FIELDS, split_records
 from capture.teststream import generate, produce
 from tests.support.events import make_table, table_with
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMAS = REPO / "schemas"
+GOLDEN = REPO / "tests" / "data" / "formats"
+DTS_NAMESPACE = "com.alibaba.dts.formats.avro."
+JSON_SCHEMAS = {
+    "json": "json.schema.json",
+    "canal": "canal.schema.json",
+    "shareplex": "shareplex.schema.json",
+    "dataworks": "dataworks.schema.json",
+    "qlik": "qlik.schema.json",
+}
+"""The JSON Schema of each JSON format (``schemas/``)."""
+GOLDEN_SUFFIX = {"ibm": "txt", "dts-avro": "b64"}
+"""How each format's golden stream file ends (``jsonl`` unless listed)."""
 
 DELIMITERS = "a,b;c|d\te\nf\rg\"h'i\\j`k{l}m[n]o:p/q<r>s=t&u%v#w@x!y~z^ \x01\x1f\x7f é €中😀"
 """A text value with every delimiter, quote and escape a consumer could trip over."""
 
 GOLDEN_UPDATE_VARIABLE = "WALCAST_UPDATE_GOLDEN"
 """Set (to anything non-empty) to rewrite the golden files instead of comparing with them."""
+
+
+def json_validator(fmt: str) -> Validator:
+    """The Draft 2020-12 validator of a JSON format's schema."""
+    schema = json.loads((SCHEMAS / JSON_SCHEMAS[fmt]).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def dts_record_schema() -> Any:
+    """The ``Record`` type of the published DTS schema (a union list), parsed unchanged."""
+    parsed = parse_schema(json.loads((SCHEMAS / "dts-avro-Record.avsc").read_text()))
+    [record] = [s for s in parsed if s["name"] == DTS_NAMESPACE + "Record"]
+    return record
+
+
+def decode_dts(datum: bytes, record: Any = None) -> dict[str, Any]:
+    """Decode one DTS Avro datum with the published schema (no trailing bytes allowed)."""
+    buf = io.BytesIO(datum)
+    decoded: dict[str, Any] = schemaless_reader(
+        buf, record or dts_record_schema(), return_record_name=True
+    )
+    assert buf.tell() == len(datum), "trailing bytes"
+    return decoded
+
+
+def message_checker(fmt: str) -> Callable[[bytes], Any]:
+    """A function checking one message value of ``fmt`` against ``schemas/`` (returns it decoded).
+
+    JSON formats: their JSON Schema. dts-avro: decoding with the published ``Record.avsc``.
+    ibm: every record has 12 header fields matching ``ibm-delimited.layout.json``'s patterns
+    followed by an even number of values.
+    """
+    if fmt in JSON_SCHEMAS:
+        validator = json_validator(fmt)
+
+        def check_json(value: bytes) -> Any:
+            doc = orjson.loads(value)
+            validator.validate(doc)
+            return doc
+
+        return check_json
+    if fmt == "dts-avro":
+        record = dts_record_schema()
+        return lambda value: decode_dts(value, record)
+    layout = json.loads((SCHEMAS / "ibm-delimited.layout.json").read_text())
+    header = layout["header"]
+    assert [h["name"] for h in header] == list(HEADER_FIELDS)
+
+    def check_ibm(value: bytes) -> Any:
+        records = list(split_records(value))
+        assert records
+        for fields in records:
+            assert len(fields) >= len(HEADER_FIELDS)
+            assert (len(fields) - len(HEADER_FIELDS)) % 2 == 0
+            for spec, field in zip(header, fields, strict=False):
+                if field is not None:
+                    assert re.fullmatch(spec["pattern"], field), (spec["name"], field)
+        return records
+
+    return check_ibm
+
+
+def golden_path(fmt: str) -> Path:
+    """The golden synthetic stream of ``fmt`` (``walcast produce-test-stream`` output)."""
+    suffix = GOLDEN_SUFFIX.get(fmt, "jsonl")
+    return GOLDEN / fmt / f"stream-seed7-count60-tables8.{suffix}"
+
+
+def framed_values(fmt: str, data: bytes) -> list[bytes]:
+    """The message values of a golden file (IBM: one per record line)."""
+    if fmt == "dts-avro":
+        return [base64.b64decode(line) for line in data.splitlines()]
+    return [line for line in data.split(b"\n") if line]
 
 
 def orders_tables(note_type: str = "text") -> tuple[Table, Table]:
@@ -98,7 +195,14 @@ def assert_golden_stream(
 __all__ = [
     "DELIMITERS",
     "GOLDEN_UPDATE_VARIABLE",
+    "JSON_SCHEMAS",
     "assert_golden_stream",
+    "decode_dts",
+    "dts_record_schema",
     "encode_transaction",
+    "framed_values",
+    "golden_path",
+    "json_validator",
+    "message_checker",
     "orders_tables",
 ]

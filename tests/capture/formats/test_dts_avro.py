@@ -37,7 +37,6 @@ from capture.teststream import format_options, generate, produce
 from capture.types import PgTimestamp
 from capture.types.datetimes import timestamptz_to_text
 from tests.support.events import commit_ts, event, keyed_table
-from tests.support.formats import assert_golden_stream
 
 REPO = Path(__file__).resolve().parents[3]
 SPEC = Path("/work/shared/specs/dts-avro-Record.avsc")
@@ -615,11 +614,3 @@ def test_synthetic_stream_decodes_and_round_trips() -> None:
                         assert decoded is NONE
                 else:
                     assert same(decoded, original), (table.name, i, decoded, original)
-
-
-def test_golden_stream() -> None:
-    """A fixed synthetic stream, base64 per line (WALCAST_UPDATE_GOLDEN=1 rewrites it)."""
-    path = GOLDEN / "stream-seed7-count60-tables8.b64"
-    data = assert_golden_stream(DtsAvroEncoder(format_options({})), path)
-    for line in data.splitlines():
-        check(base64.b64decode(line))

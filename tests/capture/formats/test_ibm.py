@@ -37,7 +37,6 @@ from capture.lsn import parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
 from capture.teststream import generate, produce
 from tests.support.events import commit_ts, event, keyed_table
-from tests.support.formats import assert_golden_stream
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "formats" / "ibm"
 WHEN = dt.datetime(2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC)
@@ -535,11 +534,6 @@ def test_escapes_accepted_and_settings_of_other_formats_rejected() -> None:
         IbmDelimitedEncoder(FormatOptions(settings={"canal.x": "1"}))
 
 
-def test_registry_name() -> None:
-    assert isinstance(encoder_for("ibm"), IbmDelimitedEncoder)
-    assert IbmDelimitedEncoder.binary_output is False
-
-
 # --------------------------------------------------------------------------- streams
 
 
@@ -605,12 +599,6 @@ def test_synthetic_stream_round_trips_record_by_record() -> None:
                 else:
                     assert got_before == _expected_field(kind, before.text(i))
     assert seen == len(events)
-
-
-def test_golden_stream() -> None:
-    """A fixed synthetic stream, byte for byte (WALCAST_UPDATE_GOLDEN=1 rewrites it)."""
-    path = GOLDEN / "stream-seed7-count60-tables8.txt"
-    assert_golden_stream(IbmDelimitedEncoder(FormatOptions(database="shop")), path)
 
 
 # --------------------------------------------------------------------------- documentation

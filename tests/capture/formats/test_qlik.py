@@ -16,7 +16,6 @@ import pytest
 
 from capture.errors import ConfigError
 from capture.events import ChangeEvent, Op, TransactionBegin, TransactionCommit
-from capture.formats import encoder_for, format_class
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
 from capture.formats.qlik import QlikEncoder
@@ -58,17 +57,6 @@ ORDERS, ORDERS_FULL = orders_tables("varchar")
 
 
 # ------------------------------------------------------------------ registry, schema
-
-
-def test_registered_under_qlik() -> None:
-    assert format_class("qlik") is QlikEncoder
-    assert QlikEncoder.name == "qlik"
-    assert QlikEncoder.needs_transaction_size is True
-    assert isinstance(encoder_for("qlik"), QlikEncoder)
-
-
-def test_schema_is_draft_2020_12() -> None:
-    jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
 def test_vendor_example_validates() -> None:

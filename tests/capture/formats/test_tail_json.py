@@ -66,11 +66,3 @@ def test_prefix_cache_does_not_leak_between_tables_or_transactions() -> None:
     c = orjson.loads(enc.tail_lines(event(Op.INSERT, other, after={"k": "y"}, commit_lsn=2, xid=9)))
     assert (a["table"], b["table"], c["table"]) == ("docs", "t2", "t2")
     assert (b["commit_lsn"], c["commit_lsn"], c["xid"]) == ("0/1", "0/2", 9)
-
-
-def test_change_message_matches_tail_line() -> None:
-    ev = event(Op.INSERT, TABLE, after={"id": "1", "title": "x", "body": "y"})
-    enc = encoder_for("json")
-    (message,) = enc.change(ev)
-    assert message.value + b"\n" == enc.tail_lines(ev)
-    assert (message.key, message.kind, message.ordinal) == (b'public.docs:["1"]', "change", 1)
