@@ -19,6 +19,7 @@ from capture.pgoutput.messages import (
     UNCHANGED_TOAST,
     UnchangedToast,
 )
+from capture.types.text import bytea_from_text
 
 _BINARY: Final = ord("b")
 _TEXT: Final = ord("t")
@@ -160,6 +161,13 @@ def json_number(text: str) -> float | str:
     if text[-1] in "yN":
         return text
     return float(text)
+
+
+def bytea_bytes(text: str) -> bytes:
+    r"""The bytes of a bytea's text form (hex ``\x…``, or the escape format)."""
+    if text.startswith("\\x"):
+        return bytes.fromhex(text[2:])
+    return bytea_from_text(text.encode())
 
 
 def pg_bool(text: str) -> bool:

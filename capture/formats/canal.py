@@ -16,10 +16,29 @@ Decisions:
   :func:`~capture.formats._common.row_key` of the new row (the old row for a DELETE).
 * **Values** are always strings or null, whatever the type: PostgreSQL's exact text
   output (the walsender runs with DateStyle=ISO, TimeZone=UTC, extra_float_digits=1,
-  bytea_output=hex), so ``numeric`` keeps every digit, timestamps keep microseconds and
-  their ``+00`` offset, ``bytea`` is ``\\x`` + hex (``bytes.fromhex(v[2:])`` restores it),
-  arrays and json are their PostgreSQL literals. A consumer recovers the exact value by
-  parsing the string as PostgreSQL would; ``mysqlType`` says which type to parse it as.
+  bytea_output=hex), so ``numeric`` keeps every digit, timestamps keep microseconds,
+  arrays and json are their PostgreSQL literals; ``mysqlType`` says which type to parse a
+  value as. Three types are rewritten so that the readers our users run take them as
+  they are (Flink's ``canal-json``, the most used canal consumer, by default; each has a
+  setting):
+
+  - **bool** (``canal.boolean``): ``true``/``false`` by default, as Flink reads booleans
+    (``Boolean.parseBoolean``: PostgreSQL's ``t`` would read as false, silently). ``1-0``
+    writes canal's own MySQL form ``1``/``0``; ``t-f`` PostgreSQL's text.
+  - **timestamptz** (``canal.timestamptz``): ``utc`` (default) writes the UTC wall-clock
+    time without offset, ``2024-02-09 07:45:59.10355``, as canal writes its timestamps and
+    as Flink parses ``TIMESTAMP``/``TIMESTAMP_LTZ`` (``yyyy-MM-dd HH:mm:ss[.f]``, no
+    offset); the value is still exact, the offset is always UTC. BC values keep their
+    `` BC`` suffix; ``infinity`` stays. ``offset`` writes PostgreSQL's exact text with its
+    ``+00``.
+  - **bytea** (``canal.bytea``): ``base64`` (default) is what Flink's ``BYTES`` expects
+    (Jackson decodes text nodes as base64). ``latin1`` is canal's own form: the raw bytes
+    read as ISO-8859-1, one character per byte, which canal's client adapter turns back
+    into bytes the same way. ``hex`` is PostgreSQL's ``\\x`` text
+    (``bytes.fromhex(v[2:])``).
+
+  The same forms are used in ``data``, ``old`` and deleted rows; arrays of these types
+  stay PostgreSQL array literals.
 * **INSERT**: ``data`` = the new row, ``old`` = null. **DELETE**: ``data`` = the deleted
   row, ``old`` = null. **UPDATE**: ``data`` = the full new row, ``old`` = the old values
   of the changed columns only (Flink's canal-json takes every column absent from
@@ -67,6 +86,8 @@ Decisions:
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
@@ -77,11 +98,11 @@ from capture.formats._common import (
     Family,
     PerTable,
     RowKeys,
+    bytea_bytes,
     clock_ms,
     family,
     is_lob,
     keyed_image,
-    present_text_row,
     text_row,
     truncate_sql,
 )
@@ -90,6 +111,7 @@ from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.settings import FormatSettings
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
+from capture.types.datetimes import timestamp_to_text, timestamptz_from_text
 from capture.types.typmod import modifier_text
 
 
@@ -105,6 +127,15 @@ class Settings(FormatSettings):
     """Write TRUNCATE as canal's DDL-style message, or drop it."""
     walcast_keys: bool = False
     """Add a ``walcast`` object with the commit LSN, ordinal and xid to each message."""
+    boolean: Literal["true-false", "1-0", "t-f"] = "true-false"
+    """How bool values are written: ``true``/``false`` (Flink), ``1``/``0`` (canal's MySQL
+    form) or ``t``/``f`` (PostgreSQL's text)."""
+    timestamptz: Literal["utc", "offset"] = "utc"
+    """timestamptz as the UTC wall-clock time without offset (canal, Flink), or PostgreSQL's
+    exact text with its ``+00`` offset."""
+    bytea: Literal["base64", "latin1", "hex"] = "base64"
+    """bytea as base64 (Flink's BYTES), the bytes read as ISO-8859-1 (canal's own), or
+    PostgreSQL's ``\\x`` hex text."""
 
 
 _SQL_TYPES: Final = {
@@ -159,6 +190,24 @@ def declared_type(type_name: str, typmod: int) -> str:
     return _SQL_NAMES.get(type_name, type_name) + modifier_text(type_name, typmod)
 
 
+def utc_wall_clock(text: str) -> str:
+    """A timestamptz's text as the UTC wall-clock time without offset (``… 07:45:59.1``).
+
+    The walsender prints timestamptz in UTC (``+00``); another offset is converted to UTC.
+    """
+    if text.endswith("+00"):
+        return text[:-3]
+    value = timestamptz_from_text(text.encode())
+    return timestamp_to_text(value)
+
+
+_BOOLS: Final = {"true-false": {"t": "true", "f": "false"}, "1-0": {"t": "1", "f": "0"}}
+_BYTEA: Final[dict[str, Callable[[str], str]]] = {
+    "base64": lambda text: base64.b64encode(bytea_bytes(text)).decode(),
+    "latin1": lambda text: bytea_bytes(text).decode("latin-1"),
+}
+
+
 def sql_type(column: Column) -> int:
     """Return the ``java.sql.Types`` code canal reports for ``column``."""
     fam = family(column)
@@ -182,6 +231,8 @@ class _Plan:
     mysql_type: dict[str, str]
     key_indexes: tuple[int, ...]
     keys: RowKeys
+    converted: tuple[tuple[int, Callable[[str], str]], ...]
+    """(column index, converter) of the columns whose text is rewritten (see Settings)."""
 
 
 class CanalEncoder(Encoder):
@@ -220,7 +271,32 @@ class CanalEncoder(Encoder):
             mysql_type={c.name: declared_type(c.type_name, c.type_modifier) for c in columns},
             key_indexes=table.key_indexes,
             keys=RowKeys(table),
+            converted=tuple(
+                (i, conv) for i, c in enumerate(columns) if (conv := self._converter(c)) is not None
+            ),
         )
+
+    def _converter(self, column: Column) -> Callable[[str], str] | None:
+        """How ``column``'s PostgreSQL text is rewritten for canal consumers (None: kept)."""
+        fam = family(column)
+        settings = self.settings
+        if fam is Family.BOOL and settings.boolean != "t-f":
+            return _BOOLS[settings.boolean].__getitem__
+        if fam is Family.TIMESTAMPTZ and settings.timestamptz == "utc":
+            return utc_wall_clock
+        if fam is Family.BYTES and settings.bytea != "hex":
+            return _BYTEA[settings.bytea]
+        return None
+
+    @staticmethod
+    def _texts(plan: _Plan, image: Image) -> list[str | UnchangedToast | None]:
+        """The canal texts of every column of ``image`` (unchanged TOAST kept as such)."""
+        texts = image_texts(image)
+        for i, convert in plan.converted:
+            text = texts[i]
+            if type(text) is str:
+                texts[i] = convert(text)
+        return texts
 
     def _positions(self, event: ChangeEvent) -> None:
         if event.commit_lsn != self._lsn or event.xid != self._xid:
@@ -241,7 +317,7 @@ class CanalEncoder(Encoder):
         if op is Op.INSERT or op is Op.UPDATE:
             after = event.after
             assert after is not None
-            texts = image_texts(after)
+            texts = self._texts(plan, after)
             before = event.before
             if op is Op.UPDATE:
                 changed: dict[str, str | None] = {}
@@ -252,7 +328,7 @@ class CanalEncoder(Encoder):
             kind = "INSERT" if op is Op.INSERT else "UPDATE"
         elif op is Op.DELETE:
             before = event.before
-            data = [present_text_row(before)] if before is not None else [{}]
+            data = [self._present_row(plan, before)] if before is not None else [{}]
             kind = "DELETE"
         elif self.settings.truncate == "skip":
             return None
@@ -302,15 +378,25 @@ class CanalEncoder(Encoder):
             }
         return doc
 
-    @staticmethod
+    def _present_row(self, plan: _Plan, image: Image) -> dict[str, Any]:
+        """Column → text for the columns ``image`` carries (only the key for a key image)."""
+        texts = self._texts(plan, image)
+        if not image.key_only:
+            return text_row(plan.names, texts)
+        names = plan.names
+        return {
+            names[i]: t for i in plan.key_indexes if not isinstance(t := texts[i], UnchangedToast)
+        }
+
     def _old_values(
+        self,
         plan: _Plan,
         before: Image,
         texts: list[str | UnchangedToast | None],
         changed: dict[str, str | None],
     ) -> None:
         """Fill ``changed`` with the old values of changed columns; complete ``texts``."""
-        old_texts = image_texts(before)
+        old_texts = self._texts(plan, before)
         names = plan.names
         indexes = plan.key_indexes if before.key_only else range(len(texts))
         for i in indexes:

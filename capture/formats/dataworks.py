@@ -90,6 +90,7 @@ from capture.formats._common import (
     Family,
     PerTable,
     RowKeys,
+    bytea_bytes,
     clock_ms,
     family,
     json_number,
@@ -102,7 +103,6 @@ from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.settings import FormatSettings
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 from capture.types.datetimes import date_from_text, timestamptz_from_text
-from capture.types.text import bytea_from_text
 from capture.types.typmod import time_precision
 from capture.types.values import Infinity
 
@@ -147,13 +147,6 @@ def timestamp_ms(text: str) -> int | str:
     if isinstance(value, Infinity):
         return text
     return unix_us(value) // 1000
-
-
-def bytea_bytes(text: str) -> bytes:
-    r"""Return the bytes of a bytea's text form (hex ``\x…`` or the escape format)."""
-    if text.startswith("\\x"):
-        return bytes.fromhex(text[2:])
-    return bytea_from_text(text.encode())
 
 
 def bytes_base64(text: str) -> str:

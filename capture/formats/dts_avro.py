@@ -35,6 +35,8 @@ Record fields
     * ``fields``: ``[{name, dataTypeNumber}]`` in column order. ``dataTypeNumber`` is
       the column type's OID (``pg_type.oid``; 20 int8, 1700 numeric, 1184 timestamptz,
       …): DTS numbers types per source engine, and the OID is PostgreSQL's own number.
+      It is where the exact PostgreSQL type lives: the image items' own ``type`` names
+      are limited to DTS's enum (below).
 
 Operations
     INSERT (``afterImages`` only), UPDATE (both), DELETE (``beforeImages`` only).
@@ -60,7 +62,7 @@ Values (one union item per column)
                                   (binary digits; scale -1: not fixed)
     char, varchar, text, name,    ``Character{charset: "UTF8", value: UTF-8 bytes}``
     enums, unknown types
-    bytea                         ``BinaryObject{type: "bytea", value: the bytes}``
+    bytea                         ``BinaryObject{type: "BYTEA", value: the bytes}``
     timestamptz                   ``Timestamp{timestamp: Unix seconds, millis: µs}``
     timestamp                     ``DateTime{year … second, millis: µs}``
     date                          ``DateTime{year, month, day}`` (time fields null)
@@ -68,15 +70,27 @@ Values (one union item per column)
     timetz                        ``TimestampWithTimeZone{DateTime{hour … millis},
                                   timezone: "+05:30"}`` (offset as PostgreSQL
                                   prints it)
-    interval, uuid, json, jsonb,  ``TextObject{type: <type name>, value: PostgreSQL
-    inet, cidr, macaddr, arrays,  text}``
-    money, bit, geometric, xml …
+    json, jsonb                   ``TextObject{type: "JSON", value: PostgreSQL text}``
+    xml                           ``TextObject{type: "XML", …}``
+    uuid                          ``TextObject{type: "UUID", …}``
+    point, line, lseg, box,       ``TextObject{type: "GEOMETRY", …}`` (PostgreSQL's
+    path, polygon, circle         text, not WKT)
+    interval, inet, cidr,         ``TextObject{type: "TEXT", …}``
+    macaddr, arrays, money, bit,
+    tsvector, any other type
     ============================  ================================================
+
+    ``TextObject``/``BinaryObject`` ``type`` names come only from the DTS SDK's
+    ``ObjectType`` enum (BINARY, BOOL, BLOB, XML, JSON, TEXT, BFILE, RAW, LONG_RAW, ROWID,
+    UROWID, ENUM, SET, BYTEA, GEOMETRY, XTYPE, UUID): the SDK's ``AvroDeserializer``
+    (dts-new-subscribe-sdk 2.0.0) calls ``ObjectType.valueOf(type.toUpperCase())`` and
+    throws for any other name (``JSONB``, ``INTERVAL``, ``_INT4`` …). They are written in
+    the enum's own upper case. The column's PostgreSQL type is its ``dataTypeNumber``.
 
     ``millis`` fields hold microseconds (DTS pads the fraction to six digits). BC
     years use astronomical numbering (1 BC is year 0, 44 BC is -43) and seconds
     before 1970 are negative with ``millis`` still in 0..999999 (floor). ``infinity``
-    and ``-infinity`` dates and timestamps become ``TextObject{type, "infinity"}``.
+    and ``-infinity`` dates and timestamps become ``TextObject{"TEXT", "infinity"}``.
 
 Missing values
     * A column whose unchanged TOASTed value was not sent is copied from the before

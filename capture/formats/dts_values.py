@@ -268,13 +268,33 @@ def _bytea(object_type: str) -> Converter:
 _SHARED: dict[tuple[str, str], Converter] = {}
 
 
-def _shared(kind: str, object_type: str, make: Callable[[], Converter]) -> Converter:
-    """One memoized converter per (kind, TextObject type), shared by every such column."""
-    key = (kind, object_type)
+def _shared(kind: str, type_name: str, make: Callable[[], Converter]) -> Converter:
+    """One memoized converter per (kind, type), shared by every column of that type."""
+    key = (kind, type_name)
     found = _SHARED.get(key)
     if found is None:
         found = _SHARED[key] = make()
     return found
+
+
+OBJECT_TYPES: Final = (
+    "BINARY", "BOOL", "BLOB", "XML", "JSON", "TEXT", "BFILE", "RAW", "LONG_RAW", "ROWID",
+    "UROWID", "ENUM", "SET", "BYTEA", "GEOMETRY", "XTYPE", "UUID",
+)  # fmt: skip
+"""The ``type`` names of TextObject/BinaryObject that DTS's SDK accepts (its ``ObjectType``
+enum; ``ObjectType.valueOf(type.toUpperCase())`` throws for any other)."""
+_OBJECT_TYPE_BY_NAME: Final = {
+    "json": "JSON",
+    "jsonb": "JSON",
+    "xml": "XML",
+    "uuid": "UUID",
+    **dict.fromkeys(("point", "line", "lseg", "box", "path", "polygon", "circle"), "GEOMETRY"),
+}
+
+
+def object_type(column: Column) -> str:
+    """The TextObject ``type`` of a column: JSON, XML, UUID, GEOMETRY, else TEXT."""
+    return _OBJECT_TYPE_BY_NAME.get(column.type_name, "TEXT")
 
 
 def converter(column: Column) -> Converter:
@@ -298,8 +318,8 @@ def converter(column: Column) -> Converter:
     if fam in (Family.CHAR, Family.STRING):
         return _character()
     if fam is Family.BYTES:
-        return _bytea(name)
-    special = text_object(name)
+        return _bytea("BYTEA")
+    special = text_object(object_type(column))
     if fam is Family.DATE:
         return _shared("date", name, lambda: _date(special))
     if fam is Family.TIME:
@@ -318,10 +338,12 @@ __all__ = [
     "IMAGE_TYPES",
     "NONE",
     "NULL",
+    "OBJECT_TYPES",
     "Converter",
     "branch",
     "converter",
     "datetime_bytes",
+    "object_type",
     "text_object",
     "value_precision_scale",
 ]

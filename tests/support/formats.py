@@ -112,6 +112,50 @@ def message_checker(fmt: str) -> Callable[[bytes], Any]:
     return check_ibm
 
 
+DATAWORKS_SPECIALS = {"DOUBLE": {"NaN", "Infinity", "-Infinity"}, "DATE": {"infinity", "-infinity"}}
+"""Values DataWorks' JSON types cannot hold, written as strings (documented in the encoder)."""
+
+
+def dataworks_type_errors(doc: dict[str, Any]) -> list[str]:
+    """Values of a DataWorks record that do not have their column's declared JSON type.
+
+    The six types of the DataWorks spec: BOOLEAN a JSON bool, LONG a JSON integer, DOUBLE
+    a JSON number, DATE an integer (ms), BYTES a base64 string, STRING a string; null for
+    SQL NULL (and :data:`DATAWORKS_SPECIALS`).
+    """
+    columns = doc["schema"]["dataColumn"]
+    if columns is None:
+        return []
+    types = {c["name"]: c["type"] for c in columns}
+    errors = []
+    for image in (doc["payload"]["before"], doc["payload"]["after"]):
+        for name, value in ((image or {}).get("dataColumn") or {}).items():
+            kind = types[name]
+            if value is None or value in DATAWORKS_SPECIALS.get(kind, ()):
+                continue
+            if kind == "BOOLEAN":
+                ok = isinstance(value, bool)
+            elif kind in ("LONG", "DATE"):
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            elif kind == "DOUBLE":
+                ok = isinstance(value, int | float) and not isinstance(value, bool)
+            elif kind == "BYTES":
+                ok = isinstance(value, str) and _is_base64(value)
+            else:
+                ok = kind == "STRING" and isinstance(value, str)
+            if not ok:
+                errors.append(f"{name}: {kind} holds {value!r}")
+    return errors
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:
+        return False
+    return True
+
+
 def golden_path(fmt: str) -> Path:
     """The golden synthetic stream of ``fmt`` (``walcast produce-test-stream`` output)."""
     suffix = GOLDEN_SUFFIX.get(fmt, "jsonl")
@@ -197,6 +241,7 @@ __all__ = [
     "GOLDEN_UPDATE_VARIABLE",
     "JSON_SCHEMAS",
     "assert_golden_stream",
+    "dataworks_type_errors",
     "decode_dts",
     "dts_record_schema",
     "encode_transaction",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 from decimal import Decimal
@@ -17,7 +18,7 @@ from capture.errors import ConfigError
 from capture.events import ChangeEvent, Image, Op
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
-from capture.formats.canal import CanalEncoder, declared_type
+from capture.formats.canal import CanalEncoder, declared_type, utc_wall_clock
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.pgoutput.messages import UNCHANGED_TOAST, TupleData
 from capture.relcache import RelationCache
@@ -202,7 +203,7 @@ def test_unchanged_toast_taken_from_full_old_image() -> None:
 
 
 def test_exact_values_survive() -> None:
-    """Values are PostgreSQL's text: the consumer parses them back exactly."""
+    """Values are text a consumer parses back exactly (Flink's forms by default)."""
     table = table_with(
         "public",
         "exact",
@@ -213,6 +214,7 @@ def test_exact_values_survive() -> None:
             ("at", "timestamptz", False, -1),
             ("blob", "bytea", False, -1),
             ("f", "float8", False, -1),
+            ("ok", "bool", False, -1),
         ],
     )
     after = {
@@ -222,20 +224,88 @@ def test_exact_values_survive() -> None:
         "at": "2024-05-02 18:17:29.123456+00",
         "blob": "\\x00ff0000",
         "f": "0.1",
+        "ok": "t",
     }
     got = one(event(Op.INSERT, table, after=after))
     (row,) = got["data"]
-    assert row == after
+    assert row == {
+        **after,
+        "at": "2024-05-02 18:17:29.123456",
+        "blob": "AP8AAA==",
+        "ok": "true",
+    }
     assert int(row["id"]) == 2**63 - 1
     assert int(row["low"]) == -(2**63)
     assert Decimal(row["amount"]) == Decimal("1234567890123456789012345678.0123456789")
-    assert dt.datetime.fromisoformat(row["at"]) == dt.datetime(
-        2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC
-    )
-    assert bytes.fromhex(row["blob"][2:]) == b"\x00\xff\x00\x00"
+    at_utc = dt.datetime.fromisoformat(row["at"]).replace(tzinfo=dt.UTC)
+    assert at_utc == dt.datetime(2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC)
+    assert base64.b64decode(row["blob"]) == b"\x00\xff\x00\x00"
     assert float(row["f"]) == 0.1
     assert got["mysqlType"]["amount"] == "numeric(38,10)"
-    assert got["sqlType"] == {"id": -5, "amount": 2, "low": -5, "at": 2014, "blob": 2004, "f": 8}
+    assert got["sqlType"] == {
+        "id": -5, "amount": 2, "low": -5, "at": 2014, "blob": 2004, "f": 8, "ok": 16
+    }  # fmt: skip
+
+
+FIDELITY = table_with(
+    "public",
+    "fidelity",
+    [
+        ("id", "int4", True, -1),
+        ("ok", "bool", False, -1),
+        ("at", "timestamptz", False, -1),
+        ("blob", "bytea", False, -1),
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({}, {"ok": "true", "at": "2024-02-09 07:45:59.10355", "blob": "AP9h"}),
+        ({"canal.boolean": "1-0"}, {"ok": "1"}),
+        ({"canal.boolean": "t-f"}, {"ok": "t"}),
+        ({"canal.timestamptz": "offset"}, {"at": "2024-02-09 07:45:59.10355+00"}),
+        ({"canal.bytea": "latin1"}, {"blob": "\x00\xffa"}),
+        ({"canal.bytea": "hex"}, {"blob": "\\x00ff61"}),
+    ],
+)
+def test_value_settings(settings: dict[str, str], expected: dict[str, str]) -> None:
+    after = {"id": "1", "ok": "t", "at": "2024-02-09 07:45:59.10355+00", "blob": "\\x00ff61"}
+    (row,) = one(event(Op.INSERT, FIDELITY, after=after), **settings)["data"]
+    assert {k: row[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "utc"),
+    [
+        ("2024-02-09 07:45:59+00", "2024-02-09 07:45:59"),
+        ("0044-03-15 12:00:00+00 BC", "0044-03-15 12:00:00 BC"),
+        ("2024-06-01 12:34:56.5-07:30", "2024-06-01 20:04:56.5"),
+        ("infinity", "infinity"),
+        ("-infinity", "-infinity"),
+        ("10000-01-01 00:00:00+00", "10000-01-01 00:00:00"),
+    ],
+)
+def test_timestamptz_as_utc_wall_clock(text: str, utc: str) -> None:
+    assert utc_wall_clock(text) == utc
+
+
+def test_converted_old_values_and_deletes() -> None:
+    """old[i] and DELETE rows use the same value forms as data[i]."""
+    full = table_with(
+        "public",
+        "fidelity_full",
+        [("id", "int4", True, -1), ("ok", "bool", True, -1), ("blob", "bytea", True, -1)],
+        identity="f",
+        pk=("id",),
+    )
+    old_row = {"id": "1", "ok": "f", "blob": "\\x00"}
+    update = one(event(Op.UPDATE, full, before=old_row, after={**old_row, "ok": "t"}))
+    assert update["old"] == [{"ok": "false"}]
+    assert update["data"] == [{"id": "1", "ok": "true", "blob": "AA=="}]
+    delete = one(event(Op.DELETE, full, before=old_row))
+    assert delete["data"] == [{"id": "1", "ok": "false", "blob": "AA=="}]
 
 
 def test_binary_mode_values_are_rendered_as_text() -> None:

@@ -26,9 +26,15 @@ from capture.formats.dataworks import (
     timestamp_ms,
 )
 from capture.pgoutput.messages import UNCHANGED_TOAST
+from capture.synthetic import format_options, generate
 from capture.types.datetimes import date2j
 from tests.support.events import event, make_table, table_with
-from tests.support.formats import DELIMITERS, encode_transaction, orders_tables
+from tests.support.formats import (
+    DELIMITERS,
+    dataworks_type_errors,
+    encode_transaction,
+    orders_tables,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -281,6 +287,29 @@ def test_transaction_records_are_off_by_default_and_can_be_turned_on() -> None:
 
 
 # ------------------------------------------------------------------ types and exact values
+
+
+@pytest.mark.parametrize("timestamp_type", ["auto", "date", "string"])
+def test_values_have_the_json_types_the_dataworks_spec_lists(timestamp_type: str) -> None:
+    """Every value of a synthetic stream (all of walcast's types) has its declared type."""
+    settings = {"dataworks.timestamp_type": timestamp_type, "dataworks.update_records": "single"}
+    encoder = DataWorksEncoder(format_options(settings))
+    seen: set[str] = set()
+    for item in generate(600, seed=9, tables=8):
+        for message in encoder.encode(item):
+            doc = orjson.loads(message.value)
+            VALIDATOR.validate(doc)
+            assert dataworks_type_errors(doc) == []
+            seen.update(c["type"] for c in doc["schema"]["dataColumn"] or [])
+    expected = {"BOOLEAN", "LONG", "DOUBLE", "BYTES", "STRING"}
+    assert seen >= (expected if timestamp_type == "string" else expected | {"DATE"})
+
+
+def test_type_check_catches_a_wrong_type() -> None:
+    doc = one(event(Op.INSERT, ORDERS, after={"id": "1", "note": "x", "qty": "2"}))
+    assert dataworks_type_errors(doc) == []
+    doc["payload"]["after"]["dataColumn"]["id"] = "1"
+    assert dataworks_type_errors(doc) == ["id: LONG holds '1'"]
 
 
 def test_value_types() -> None:
