@@ -53,6 +53,11 @@ Decisions:
 * **Unchanged TOAST** values (not sent): taken from the old image when it is complete
   (REPLICA IDENTITY FULL: the value did not change); otherwise the column is absent from
   ``data[i]`` (absent = not sent; null = SQL NULL) and absent from ``old[i]``.
+* **Load rows** (``Op.SNAPSHOT``, read by an initial or on-demand load): ``type``
+  ``INIT``, DTS's value for full data synchronization, with ``data`` = the row and
+  ``old`` null. The chunk's position stands in for the commit: ``id`` is the load chunk's
+  watermark LSN (after every change the row includes, before every later one) and
+  ``gtid`` is ``0:<watermark>`` (xid 0: a load, not a transaction).
 * **TRUNCATE**: canal's own DDL-style message: ``type`` "TRUNCATE", ``isDdl`` true,
   ``sql`` = ``TRUNCATE TABLE "schema"."table"`` (plus ``RESTART IDENTITY``/``CASCADE``
   as sent), ``data``/``old``/``mysqlType``/``sqlType``/``pkNames`` null. Flink's
@@ -201,6 +206,7 @@ def utc_wall_clock(text: str) -> str:
     return timestamp_to_text(value)
 
 
+_KINDS: Final = {Op.INSERT: "INSERT", Op.UPDATE: "UPDATE", Op.SNAPSHOT: "INIT"}
 _BOOLS: Final = {"true-false": {"t": "true", "f": "false"}, "1-0": {"t": "1", "f": "0"}}
 _BYTEA: Final[dict[str, Callable[[str], str]]] = {
     "base64": lambda text: base64.b64encode(bytea_bytes(text)).decode(),
@@ -314,7 +320,7 @@ class CanalEncoder(Encoder):
         self._positions(event)
         op = event.op
         old: list[dict[str, str | None]] | None = None
-        if op is Op.INSERT or op is Op.UPDATE:
+        if op is Op.INSERT or op is Op.UPDATE or op is Op.SNAPSHOT:
             after = event.after
             assert after is not None
             texts = self._texts(plan, after)
@@ -325,7 +331,7 @@ class CanalEncoder(Encoder):
                     self._old_values(plan, before, texts, changed)
                 old = [changed]
             data = [text_row(plan.names, texts)]
-            kind = "INSERT" if op is Op.INSERT else "UPDATE"
+            kind = _KINDS[op]
         elif op is Op.DELETE:
             before = event.before
             data = [self._present_row(plan, before)] if before is not None else [{}]

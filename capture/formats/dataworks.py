@@ -49,6 +49,12 @@ Decisions:
 * ``sequenceId`` = commit LSN as 20 decimal digits + the change's ordinal as 10 digits:
   unique, deterministic across replays (a consumer drops duplicates by it), and sorting
   as a string orders changes by commit then by position in the transaction.
+* **Load rows** (``Op.SNAPSHOT``, read by an initial or on-demand load) take the insert
+  form (DataWorks has no load operation; its full data is inserts merged with the
+  incremental data by ``sequenceId``): op ``INSERT``, ``after`` the row. Their
+  ``sequenceId`` is the load chunk's watermark LSN + the row's ordinal in the chunk; the
+  watermark lies after every change the row includes and before every later change of
+  it, so the row sorts before the later streamed changes of the same row.
 * ``scn`` = null (Oracle only). ``timestamp``: ``eventTime`` and ``checkpointTime`` =
   commit time (ms), ``systemTime`` = when the record was built (ms).
 * ``dbType`` = "PostgreSQL", ``dbVersion``/``dbName`` from the source, ``schemaName`` /
@@ -271,7 +277,7 @@ class DataWorksEncoder(Encoder):
         before = event.before
         after = event.after
         key_indexes = plan.table.key_indexes
-        if op is Op.INSERT:
+        if op is Op.INSERT or op is Op.SNAPSHOT:
             assert after is not None
             return None, self._columns(plan, image_texts(after))
         if op is Op.DELETE:
@@ -347,7 +353,7 @@ class DataWorksEncoder(Encoder):
             key = table.qualified_name.encode()
         else:
             before, after = self._images(plan, event)
-            if op is Op.INSERT:
+            if op is Op.INSERT or op is Op.SNAPSHOT:
                 values = [self._record(schema_json, "INSERT", seq, event_ms, after=after)]
                 key = plan.keys.key(event.after)
             elif op is Op.DELETE:

@@ -39,7 +39,11 @@ Record fields
       are limited to DTS's enum (below).
 
 Operations
-    INSERT (``afterImages`` only), UPDATE (both), DELETE (``beforeImages`` only).
+    INSERT (``afterImages`` only), UPDATE (both), DELETE (``beforeImages`` only). A row
+    read by an initial or on-demand load (``Op.SNAPSHOT``) is an ``INIT`` record
+    (``afterImages`` only) with ``sourceTxid`` ``0`` and ``sourcePosition``
+    ``<watermark>@<ordinal>``: the load chunk's watermark LSN sorts it after every change
+    the row includes and before every later one.
     TRUNCATE is a ``DDL`` record whose ``afterImages`` is the SQL text
     (``TRUNCATE TABLE "public"."orders" RESTART IDENTITY CASCADE``, options as sent),
     ``fields`` and ``beforeImages`` null; one per truncated table. BEGIN/COMMIT records
@@ -283,6 +287,7 @@ class DtsAvroEncoder(Encoder):
             Op.INSERT: self._ops["INSERT"],
             Op.UPDATE: self._ops["UPDATE"],
             Op.DELETE: self._ops["DELETE"],
+            Op.SNAPSHOT: self._ops["INIT"],
         }
         self._database_key = self.options.database.encode()
         self._tables = PerTable(self._new_state)
@@ -439,7 +444,7 @@ class DtsAvroEncoder(Encoder):
                     item if key else NONE
                     for item, key in zip(after_items, state.key_mask, strict=True)
                 ]
-        if op is Op.INSERT:
+        if op is Op.INSERT or op is Op.SNAPSHOT:
             before_items = None
         elif op is Op.DELETE:
             after_items = None

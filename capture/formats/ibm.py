@@ -84,6 +84,15 @@ Images
       numbered by position, so a transaction's record positions equal the PostgreSQL
       ordinals unless it contains a TRUNCATE.
 
+Initial load
+    A row read by an initial or on-demand load (``Op.SNAPSHOT``) is an insert record
+    (``ISRT``): the format has no load operation, and consumers apply it as an insert.
+    What marks it as a load is its ``transaction_identifier``,
+    ``0000:0000:0000:0000:0000:0000``: xid 0 is PostgreSQL's InvalidTransactionId, never a
+    real transaction's. Its ``commit_lsn`` is the load chunk's watermark, after every
+    change the row includes and before every later one; a chunk travels as one message
+    (segmented like a transaction), with the chunk's read time as its date and time.
+
 Settings (``FormatOptions.settings``; validated at construction, errors name the key)
     ``ibm.column_delimiter`` (``,``), ``ibm.record_delimiter`` (``\n``),
     ``ibm.string_delimiter`` (``"``), ``ibm.decimal_character`` (``.``): single ASCII
@@ -152,7 +161,8 @@ HEADER_FIELDS: Final = (
 )
 """The 12 header fields, in order."""
 RECORD_TYPE: Final = b"10"
-OPERATIONS: Final = {Op.INSERT: "ISRT", Op.UPDATE: "REPL", Op.DELETE: "DLET"}
+OPERATIONS: Final = {Op.INSERT: "ISRT", Op.UPDATE: "REPL", Op.DELETE: "DLET", Op.SNAPSHOT: "ISRT"}
+"""A load row (Op.SNAPSHOT) is an insert record; see "Initial load" in the module docstring."""
 
 _SEG_FINAL: Final = b"0000"
 _BINARY: Final = ord("b")

@@ -62,6 +62,11 @@ Decisions:
   ``needs_transaction_size``). If a transaction arrives without it, the encoder holds
   back one message and releases it when the next change or the commit shows whether it
   was the last.
+* **Load rows** (``Op.SNAPSHOT``, read by an initial or on-demand load): ``operation``
+  ``REFRESH`` ("insert of a record during Full Load stage"), ``beforeData`` null, masks
+  as for an INSERT. ``streamPosition`` is the load chunk's watermark LSN (after every
+  change the row includes, before every later one), ``transactionId`` is zero and
+  ``transactionEventCounter`` numbers the rows of the chunk.
 * **TRUNCATE**: Qlik's operations (INSERT, UPDATE, DELETE, REFRESH) have none; walcast
   writes a DT with ``operation`` "TRUNCATE", ``data`` {}, ``beforeData`` null and empty
   masks rather than dropping it silently (a consumer that ignores it would keep rows the
@@ -485,7 +490,7 @@ class QlikEncoder(Encoder):
         op = event.op
         before_data: dict[str, Any] | None = None
         nbytes = plan.nbytes
-        if op is Op.INSERT:
+        if op is Op.INSERT or op is Op.SNAPSHOT:
             assert event.after is not None
             texts = image_texts(event.after)
             if UNCHANGED_TOAST not in texts:
@@ -497,7 +502,7 @@ class QlikEncoder(Encoder):
                 data = self._values(plan, texts)
                 change_hex = _mask_hex(present & plan.nonlob_mask, nbytes)
                 column_hex = _mask_hex(present, nbytes)
-            operation = "INSERT"
+            operation = "INSERT" if op is Op.INSERT else "REFRESH"
         elif op is Op.UPDATE:
             assert event.after is not None
             new = image_texts(event.after)

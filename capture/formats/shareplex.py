@@ -40,6 +40,10 @@ Decisions:
   values: from the old key when the key changed, else from the new row.
 * **Unchanged TOAST** values (not sent) did not change, so they never appear in an
   update's ``data``; an old image's unchanged TOAST values are left out of ``key``.
+* **Load rows** (``Op.SNAPSHOT``, read by an initial or on-demand load): ``op`` ``INIT``
+  (DTS's value for full data synchronization), ``data`` = the row, ``trans`` ``0``;
+  ``scn`` is the load chunk's watermark LSN (after every change the row includes, before
+  every later one), ``seq``/``size``/``idx`` number the rows of the chunk.
 * ``EncodedMessage.key`` is :func:`~capture.formats._common.row_key` of the new row
   (the old row for a delete).
 """
@@ -68,7 +72,13 @@ from capture.formats.settings import FormatSettings
 from capture.pgoutput.messages import UnchangedToast
 
 _PG_EPOCH_S: Final = 946_684_800
-_OPS: Final = {Op.INSERT: "ins", Op.UPDATE: "upd", Op.DELETE: "del", Op.TRUNCATE: "truncate"}
+_OPS: Final = {
+    Op.INSERT: "ins",
+    Op.UPDATE: "upd",
+    Op.DELETE: "del",
+    Op.TRUNCATE: "truncate",
+    Op.SNAPSHOT: "INIT",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +207,7 @@ class ShareplexEncoder(Encoder):
             return None
         meta = self.meta(event)
         plan = self._plans.get(event.table)
-        if op is Op.INSERT:
+        if op is Op.INSERT or op is Op.SNAPSHOT:
             assert event.after is not None
             return {"meta": meta, "data": text_row(plan.names, image_texts(event.after))}
         if op is Op.DELETE:

@@ -1,6 +1,6 @@
 """``json``: walcast's own line format, one JSON object per row change (``walcast tail``).
 
-Keys: ``op`` (insert/update/delete/truncate), ``schema``, ``table``, ``xid``,
+Keys: ``op`` (insert/update/delete/truncate/snapshot), ``schema``, ``table``, ``xid``,
 ``commit_lsn`` ("X/Y"), ``commit_time`` (ISO-8601, UTC), ``before``/``after`` (column →
 PostgreSQL text value, or null for a missing image), ``unchanged_toast``.
 
@@ -13,6 +13,10 @@ Decisions:
   ``before`` is null when the server sent no old image.
 * Columns in ``unchanged_toast`` were not sent (their TOASTed value did not change); they
   are absent from ``after``.
+* **Load rows** (``Op.SNAPSHOT``, read by an initial or on-demand load): ``op``
+  ``"snapshot"``, ``before`` null, ``after`` the whole row, ``xid`` 0, ``commit_lsn`` the
+  load chunk's watermark, which sorts the row after every change it includes and before
+  every later one.
 * The Kafka key is :func:`~capture.formats._common.row_key`: table plus primary key.
 """
 

@@ -24,7 +24,8 @@ import pytest
 from capture.events import ChangeEvent, Op, StreamItem, TransactionBegin, TransactionCommit
 from capture.formats import FORMAT_NAMES, EncodedMessage, FormatOptions, encoder_for, format_class
 from capture.formats.base import Encoder
-from capture.formats.ibm import HEADER_FIELDS
+from capture.formats.ibm import HEADER_FIELDS, parse_commit_lsn
+from capture.lsn import parse_lsn
 from capture.synthetic import format_options
 from capture.teststream import generate, produce
 from tests.support.events import event, make_table
@@ -209,3 +210,111 @@ def test_produce_writes_one_frame_per_message(fmt: str) -> None:
     check: Callable[[bytes], Any] = message_checker(fmt)
     for value in out:
         check(value)
+
+
+# --------------------------------------------------------------------------- load rows
+
+WATERMARK = 0x3000000
+LOAD_MARK: dict[str, Callable[[Any], Any]] = {
+    "json": lambda d: d["op"],
+    "canal": lambda d: d["type"],
+    "shareplex": lambda d: d["meta"]["op"],
+    "dataworks": lambda d: d["payload"]["op"],
+    "qlik": lambda d: d["message"]["headers"]["operation"],
+    "ibm": lambda d: (d[0][6], d[0][7]),
+    "dts-avro": lambda d: d["operation"],
+}
+"""How each format marks a row of a load (Op.SNAPSHOT)."""
+LOAD_FORM = {
+    "json": "snapshot",
+    "canal": "INIT",
+    "shareplex": "INIT",
+    "dataworks": "INSERT",
+    "qlik": "REFRESH",
+    "ibm": ("ISRT", "0000:0000:0000:0000:0000:0000"),
+    "dts-avro": "INIT",
+}
+
+
+def position(fmt: str, decoded: Any) -> tuple[Any, ...]:
+    """A change's position in the format's own fields (sorts like the stream)."""
+    if fmt == "json":
+        return (parse_lsn(decoded["commit_lsn"]),)
+    if fmt == "canal":
+        return (decoded["id"],)
+    if fmt == "shareplex":
+        return (int(decoded["meta"]["scn"]), decoded["meta"]["seq"])
+    if fmt == "dataworks":
+        return (decoded["payload"]["sequenceId"],)
+    if fmt == "qlik":
+        headers = decoded["message"]["headers"]
+        return (headers["streamPosition"], headers["transactionEventCounter"])
+    if fmt == "ibm":
+        return (parse_commit_lsn(decoded[0][8]),)
+    lsn, _, ordinal = decoded["sourcePosition"].partition("@")
+    return (parse_lsn(lsn), int(ordinal))
+
+
+def load_chunk(rows: list[dict[str, Any]], *, count: bool) -> list[StreamItem]:
+    """A load chunk as the snapshot source sends it: xid 0 at the chunk's watermark."""
+    events = [
+        event(Op.SNAPSHOT, TEXTS, after=row, xid=0, commit_lsn=WATERMARK, ordinal=i)
+        for i, row in enumerate(rows, start=1)
+    ]
+    ts = events[0].commit_ts
+    n = len(events)
+    return [
+        TransactionBegin(0, WATERMARK, ts, n if count else None),
+        *events,
+        TransactionCommit(0, WATERMARK, WATERMARK, ts, n),
+    ]
+
+
+LOAD_CASES = [
+    (fmt, count)
+    for fmt in FORMAT_NAMES
+    for count in (True, False)
+    if count or fmt not in NEEDS_TRANSACTION_SIZE  # the source always sends them their sizes
+]
+
+
+@pytest.mark.parametrize(("fmt", "count"), LOAD_CASES)
+def test_load_rows_take_the_format_s_full_load_form(fmt: str, count: bool) -> None:
+    check = message_checker(fmt)
+    rows = [{"k": "1", "a": "x", "b": None}, {"k": "2", "a": DELIMITERS, "b": ""}]
+    messages = [
+        m
+        for m in encode_items(encoder_for(fmt), load_chunk(rows, count=count))
+        if m.kind != "metadata"
+    ]
+    assert messages
+    decoded = [check(m.value) for m in messages]
+    assert {LOAD_MARK[fmt](d) for d in decoded} == {LOAD_FORM[fmt]}
+    read = [r for d in decoded for r in after_texts(fmt, d, list(TEXTS.column_names))]
+    assert read == rows
+    for message in messages:
+        headers = dict(message.kafka_headers())
+        assert headers["walcast.commit_lsn"] == b"0/3000000"
+        assert headers["walcast.xid"] == b"0"
+        assert int(headers["walcast.ordinal"]) >= 1
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_a_load_row_sorts_between_the_changes_before_and_after_its_watermark(fmt: str) -> None:
+    check = message_checker(fmt)
+    earlier = event(Op.UPDATE, TEXTS, after={"k": "1", "a": "old"}, commit_lsn=WATERMARK - 0x100)
+    later = event(Op.UPDATE, TEXTS, after={"k": "1", "a": "new"}, commit_lsn=WATERMARK + 0x100)
+    encoder = encoder_for(fmt)
+    stream = [
+        *transaction([earlier]),
+        *load_chunk([{"k": "1", "a": "loaded"}], count=True),
+        *transaction([later]),
+    ]
+    positions = [
+        position(fmt, check(m.value)) for m in encode_items(encoder, stream) if m.kind != "metadata"
+    ]
+    if fmt == "dataworks":  # an update is two records sharing one sequenceId
+        positions = list(dict.fromkeys(positions))
+    assert len(positions) == 3
+    assert positions == sorted(positions)
+    assert len(set(positions)) == 3
