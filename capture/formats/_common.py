@@ -188,8 +188,11 @@ class RowKeys:
 
     A row's key is ``schema.table:`` plus its primary-key values (PostgreSQL text, unchanged
     TOAST as null) as a JSON array, so every change of one row goes to one partition, in
-    order, stable across restarts and processes. A table without a primary key uses the
-    values of every column the image carries instead.
+    order, stable across restarts and processes. A table without a primary key
+    (``Table.primary_key`` empty: no key, or REPLICA IDENTITY FULL without a known one) has
+    no stable row identity: its row's values change with every update, so keying by them
+    would move the row to another partition. All its changes take the table's key,
+    ``schema.table``, instead: one partition, in commit order.
     """
 
     __slots__ = ("indexes", "prefix", "single", "table_key")
@@ -201,13 +204,13 @@ class RowKeys:
         self.single = self.indexes[0] if self.indexes and len(self.indexes) == 1 else -1
 
     def key(self, image: Image | None) -> bytes:
-        """The key of the row ``image`` shows (the table's key without an image)."""
+        """The key of the row ``image`` shows (the table's key without an image or a key)."""
         if image is None:
             return self.table_key
-        indexes: range | tuple[int, ...] | None = self.indexes
+        indexes = self.indexes
         if indexes is None:
-            indexes = image.present_indexes()
-        elif self.single >= 0:
+            return self.table_key
+        if self.single >= 0:
             raw = image.tuple.values[self.single]
             if type(raw) is bytes and image.tuple.kinds[self.single] == _TEXT:
                 return self.prefix + orjson.dumps([raw.decode()])

@@ -13,7 +13,9 @@ Decisions:
 
 * **One row per message** (``data`` has one element): each message can be keyed by its
   row, so a row's changes stay in one partition and in order. ``EncodedMessage.key`` is
-  :func:`~capture.formats._common.row_key` of the new row (the old row for a DELETE).
+  :func:`~capture.formats._common.row_key` of the new row (the old row for a DELETE);
+  a table without a primary key is keyed by its name, so that all its changes keep one
+  partition and commit order.
 * **Values** are always strings or null, whatever the type: PostgreSQL's exact text
   output (the walsender runs with DateStyle=ISO, TimeZone=UTC, extra_float_digits=1,
   bytea_output=hex), so ``numeric`` keeps every digit, timestamps keep microseconds,

@@ -70,7 +70,8 @@ Decisions:
   them on. They look like heartbeats with ``sequenceId`` = commit LSN + ordinal 0 (begin)
   or change count + 1 (end), so they sort around the transaction's changes.
 * ``version`` = "0.0.1", as in DataWorks' record examples.
-* ``EncodedMessage.key`` is :func:`~capture.formats._common.row_key` of the new row (the
+* ``EncodedMessage.key`` is :func:`~capture.formats._common.row_key` (``schema.table``
+  for a table without a primary key: one partition, commit order) of the new row (the
   old row for a delete); both records of an update share it. Heartbeats and transaction
   records have no key.
 """

@@ -106,7 +106,8 @@ Missing values
       key-only old image gives the key values and ``NONE`` for the other columns.
 
 Kafka key
-    Row changes: :func:`capture.formats._common.row_key` of the row (after image, the
+    Row changes: :func:`capture.formats._common.row_key` (``schema.table`` for a table
+    without a primary key: one partition, commit order) of the row (after image, the
     before image for DELETE): every change of one row goes to one partition. DDL: the
     qualified table name. BEGIN/COMMIT/HEARTBEAT: the database name.
 """

@@ -87,7 +87,8 @@ Decisions:
   else STRING. ``dataSchema`` is the Avro schema (JSON text) of ``data``: a record of
   nullable fields (int, long, float or double with string for NaN/Infinity, boolean,
   else string); field names that are not valid Avro names are rewritten with ``_``.
-* Keys: a DT's is :func:`~capture.formats._common.row_key` of the new row (the old row
+* Keys: a DT's is :func:`~capture.formats._common.row_key` (``schema.table`` for a table
+  without a primary key: one partition, commit order) of the new row (the old row
   for a DELETE); an MD's is ``schema.table``.
 """
 

@@ -44,7 +44,8 @@ Decisions:
   (DTS's value for full data synchronization), ``data`` = the row, ``trans`` ``0``;
   ``scn`` is the load chunk's watermark LSN (after every change the row includes, before
   every later one), ``seq``/``size``/``idx`` number the rows of the chunk.
-* ``EncodedMessage.key`` is :func:`~capture.formats._common.row_key` of the new row
+* ``EncodedMessage.key`` is :func:`~capture.formats._common.row_key` (``schema.table``
+  for a table without a primary key: one partition, commit order) of the new row
   (the old row for a delete).
 """
 

@@ -17,7 +17,9 @@ Decisions:
   ``"snapshot"``, ``before`` null, ``after`` the whole row, ``xid`` 0, ``commit_lsn`` the
   load chunk's watermark, which sorts the row after every change it includes and before
   every later one.
-* The Kafka key is :func:`~capture.formats._common.row_key`: table plus primary key.
+* The Kafka key is :func:`~capture.formats._common.row_key`: table plus primary key; the
+  table alone (``schema.table``) for a table without a primary key, so that all its
+  changes keep one partition and commit order.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ TEXTS = make_table(
 NEEDS_TRANSACTION_SIZE = {"shareplex", "qlik"}
 """Formats that state a transaction's size before its changes (``size``,
 ``transactionLastEvent``)."""
+FORMAT_OPTIONS = FormatOptions(database="shop")
 FIXED = FormatOptions(database="shop", clock=lambda: 1_714_673_850.25)
 """Options with a fixed clock, so that build-time fields are deterministic."""
 
@@ -318,3 +319,24 @@ def test_a_load_row_sorts_between_the_changes_before_and_after_its_watermark(fmt
     assert len(positions) == 3
     assert positions == sorted(positions)
     assert len(set(positions)) == 3
+
+
+# --------------------------------------------------------------------------- keys
+
+KEYLESS = make_table("public", "audit", [("at", "text", False), ("what", "text", False)], "f")
+"""REPLICA IDENTITY FULL without a primary key: no stable row identity."""
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_a_table_without_a_primary_key_is_keyed_by_the_table(fmt: str) -> None:
+    """An update must not move a keyless row to another partition: one key, commit order."""
+    row = {"at": "1", "what": "a"}
+    events = [
+        event(Op.INSERT, KEYLESS, after=row, ordinal=1),
+        event(Op.UPDATE, KEYLESS, before=row, after={"at": "2", "what": "b"}, ordinal=2),
+        event(Op.DELETE, KEYLESS, before={"at": "2", "what": "b"}, ordinal=3),
+        event(Op.SNAPSHOT, KEYLESS, after={"at": "3", "what": "c"}, ordinal=4),
+    ]
+    messages = encode_items(encoder_for(fmt, FORMAT_OPTIONS), transaction(events))
+    keys = {m.key for m in messages if m.kind != "metadata"}
+    assert keys == ({b"shop"} if fmt == "ibm" else {b"public.audit"})
