@@ -125,12 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "--max-events", type=_positive_int, help="exit 0 after printing this many row changes"
     )
+    _add_snapshot_arguments(tail)
     from capture import teststream  # noqa: PLC0415 - keeps import time of other commands low
 
     teststream.add_parser(commands)
     from capture import consume  # noqa: PLC0415
 
     consume.add_parser(commands)
+    from capture.snapshot import requests as snapshot_requests  # noqa: PLC0415
+
+    snapshot_requests.add_parser(commands)
     _add_spark_parser(commands)
     run = commands.add_parser(
         "run",
@@ -162,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="send an UPDATE that changes the key as DELETE + INSERT",
     )
     run.add_argument("--schema-topic", help="topic for table layouts ('' disables)")
+    _add_snapshot_arguments(run)
     run.add_argument(
         "--producer-option",
         action="append",
@@ -178,6 +183,27 @@ def build_parser() -> argparse.ArgumentParser:
         "each goes to the format its prefix names",
     )
     return parser
+
+
+def _add_snapshot_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("initial load")
+    group.add_argument(
+        "--snapshot",
+        choices=("initial", "never", "initial-only"),
+        help="load the published tables' existing rows first (initial), or only that "
+        "(initial-only), or not (never); default: initial when the slot is created now, "
+        "else never",
+    )
+    group.add_argument(
+        "--snapshot-workers",
+        type=_positive_int,
+        help="tables are read in key-range chunks by this many connections (default 2)",
+    )
+    group.add_argument(
+        "--snapshot-chunk-rows",
+        type=_positive_int,
+        help="rows per chunk (default 50000)",
+    )
 
 
 def _add_spark_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -225,6 +251,9 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
             "create_slot": args.create_slot,
             "create_publication": args.create_publication,
             "publish_tables": args.publish_tables,
+            "snapshot": args.snapshot,
+            "snapshot_workers": args.snapshot_workers,
+            "snapshot_chunk_rows": args.snapshot_chunk_rows,
         },
         "kafka": {
             "bootstrap_servers": args.bootstrap_servers,
@@ -307,7 +336,21 @@ def cmd_tail(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop.handle)
     sys.stdout.flush()
     out = io.BufferedWriter(io.FileIO(sys.stdout.fileno(), "w", closefd=False), 1 << 20)
-    run_tail(config, args.format, settings, out, max_events=args.max_events, stop=stop)
+    from capture.snapshot import LoadSettings  # noqa: PLC0415
+
+    load = LoadSettings(
+        args.snapshot or "never", args.snapshot_workers or 2, args.snapshot_chunk_rows or 50_000
+    )
+    run_tail(
+        config,
+        args.format,
+        settings,
+        out,
+        max_events=args.max_events,
+        stop=stop,
+        load=load,
+        snapshot=args.snapshot,
+    )
     return 0
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from capture.events import (
     ChangeEvent,
@@ -73,6 +73,14 @@ class Source(Protocol):
 
     def close(self) -> None:
         """Send the last acknowledgement and disconnect."""
+
+
+@runtime_checkable
+class _Finishing(Protocol):
+    """A source that writes records about what was delivered (load progress)."""
+
+    def after_acknowledge(self) -> None:
+        """Record what the last acknowledgement covered."""
 
 
 @dataclass(slots=True)
@@ -256,9 +264,9 @@ class Pump:
         for output in self.outputs:
             self.sink.send(output, output.encoder.flush(), None)
         self._stop = lambda: False
-        try:
-            undelivered = self.sink.drain(timeout)
-        except StopRequested:  # pragma: no cover - drain's hook never raises (no stop)
-            undelivered = -1
+        undelivered = self.sink.drain(timeout)
         self.acknowledge()
+        if isinstance(self.source, _Finishing):
+            self.source.after_acknowledge()  # records of what was just acknowledged
+            undelivered = self.sink.drain(timeout)
         return undelivered

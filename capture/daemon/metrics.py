@@ -66,6 +66,18 @@ class Metrics:
             "Times reading paused on a full producer queue",
             registry=r,
         )
+        self.snapshot_rows = Gauge(
+            "walcast_snapshot_rows",
+            "Rows of the table loaded so far by the current load",
+            ["table"],
+            registry=r,
+        )
+        self.snapshot_rows_estimated = Gauge(
+            "walcast_snapshot_rows_estimated",
+            "Rows the table holds, estimated from pg_class.reltuples, for the current load",
+            ["table"],
+            registry=r,
+        )
         self.paused_seen = 0
         """Back-pressure pauses already counted (the sink keeps the running total)."""
         self.healthy = True

@@ -41,8 +41,17 @@ from capture.replication import catalog
 from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
 from capture.sinks.topics import TopicNamer
+from capture.snapshot import (
+    KafkaProgress,
+    LoadingSource,
+    LoadProgress,
+    LoadSettings,
+    record_initial_load,
+    resolve_mode,
+    slot_exists,
+)
 from capture.source import ReplicationSource, SourceConfig
-from capture.tail import primary_key_resolver
+from capture.tail import describe_progress, primary_key_resolver
 
 log = structlog.get_logger("walcast.daemon")
 
@@ -52,6 +61,9 @@ MESSAGE_ENVELOPE_BYTES: Final = 1024
 """What a Kafka message carries besides its value (key, headers, record overhead)."""
 DEFAULT_MESSAGE_MAX_BYTES: Final = 1_000_000
 """librdkafka's default ``message.max.bytes``."""
+DEFAULT_SNAPSHOT_TOPIC: Final = "walcast.snapshots"
+PROGRESS_RECORD_TIMEOUT: Final = 60.0
+"""How long the start waits for Kafka to confirm that an initial load was recorded."""
 
 
 class Daemon:
@@ -68,6 +80,9 @@ class Daemon:
         self._warned_identity = False
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
+        self._load_mode: str | None = None
+        self.finished = False
+        """``initial-only``: the load is done and delivered; the daemon exits."""
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -103,7 +118,7 @@ class Daemon:
             self.sink.ensure_compacted_topic(config.schema_topic)
         backoff = 0.5
         try:
-            while not self.stop():
+            while not self.stop() and not self.finished:
                 try:
                     self._session()
                     backoff = 0.5
@@ -170,11 +185,26 @@ class Daemon:
         config = self.config
         sink = self.sink
         assert sink is not None
-        source = ReplicationSource(
+        progress, settings = self._load_plan(sink)
+        replication = ReplicationSource(
             self._source_config(), key_resolver=primary_key_resolver(self.side)
         )
+        source: ReplicationSource | LoadingSource = replication
         try:
-            outputs = self._outputs(source)
+            if settings is not None:
+                source = LoadingSource(
+                    replication,
+                    dsn=config.full_dsn(),
+                    slot=config.slot,
+                    publications=config.publications,
+                    settings=settings,
+                    progress=progress,
+                    delivered_lsn=lambda: self.ledger.delivered_lsn,
+                    count_rows=needs_transaction_sizes(o.format for o in config.outputs),
+                    observer=self._load_progress,
+                )
+                source.stop = self.stop
+            outputs = self._outputs(replication)
             self._check_tables(outputs)
             pump = Pump(
                 source, sink, outputs, self.ledger, split_key_updates=config.split_key_updates
@@ -185,16 +215,80 @@ class Daemon:
             pump.run(self.stop, after_batch=lambda: self._after_batch(pump))
         except ConnectionLostError:
             self.ledger.abandon_open()
-            source.assembler.close()
-            source.stream.close(timeout=0.5)
+            if isinstance(source, LoadingSource):
+                source.close_readers()
+            replication.assembler.close()
+            replication.stream.close(timeout=0.5)
             raise
         except BaseException:
             self.ledger.abandon_open()
             source.close()
             raise
+        self.finished = source.finished
         self._shutdown(pump, source)
 
-    def _shutdown(self, pump: Pump, source: ReplicationSource) -> None:
+    def _load_plan(self, sink: KafkaSink) -> tuple[KafkaProgress, LoadSettings | None]:
+        """The load settings (None: the server cannot load) and where progress is kept.
+
+        The first session decides the mode (auto: initial when the slot is created now) and
+        records an initial load in the progress topic, confirmed, before the slot exists.
+        """
+        config = self.config
+        topic = str(getattr(config, "snapshot_topic", DEFAULT_SNAPSHOT_TOPIC))
+        progress = KafkaProgress(
+            {
+                k: v
+                for k, v in sink.settings.items()
+                if k.startswith(("bootstrap.", "security.", "sasl.", "ssl.", "client."))
+            },
+            topic,
+            config.slot,
+            sink.publish,
+        )
+        from capture.replication.setup import connect  # noqa: PLC0415
+
+        with connect(config.full_dsn()) as conn:
+            version = conn.info.server_version
+            exists = slot_exists(conn, config.slot)
+        if version < 140000:
+            return progress, None
+        if self._load_mode is None:
+            requested = getattr(config, "snapshot", None)
+            if requested == "auto":
+                requested = None
+            if requested is None and not exists and not config.create_slot:
+                requested = "never"  # the session fails on the missing slot anyway
+            self._load_mode = resolve_mode(requested, slot_exists=exists, server_version=version)
+            if self._load_mode != "never":
+                sink.ensure_compacted_topic(topic)
+                if record_initial_load(progress) and sink.drain(PROGRESS_RECORD_TIMEOUT):
+                    raise ConnectionLostError(
+                        f"Kafka at {sink.brokers} did not confirm the initial load's record "
+                        f"on topic {topic!r}",
+                        hint="walcast retries; the slot is created once Kafka confirms it",
+                    )
+        settings = LoadSettings(
+            self._load_mode,
+            int(getattr(config, "snapshot_workers", 2) or 2),
+            int(getattr(config, "snapshot_chunk_rows", 50_000) or 50_000),
+        )
+        return progress, settings
+
+    def _load_progress(self, progress: LoadProgress) -> None:
+        """Load progress: metrics, and an event per table every few seconds."""
+        self.metrics.snapshot_rows.labels(progress.table).set(progress.rows)
+        self.metrics.snapshot_rows_estimated.labels(progress.table).set(progress.estimated_rows)
+        log.info(
+            "snapshot_progress",
+            table=progress.table,
+            rows=progress.rows,
+            estimated_rows=progress.estimated_rows,
+            rows_per_second=round(progress.rows_per_second),
+            done=progress.done,
+            detail=describe_progress(progress).removeprefix("walcast: "),
+        )
+
+    def _shutdown(self, pump: Pump, source: ReplicationSource | LoadingSource) -> None:
         """Graceful stop: deliver everything, acknowledge it, disconnect."""
         self.metrics.state = {"status": "stopping", "slot": self.config.slot}
         undelivered = pump.finish(SHUTDOWN_FLUSH_TIMEOUT)
@@ -278,18 +372,23 @@ class Daemon:
             )
         )
         now_us = time.time_ns() // 1000
-        source = pump.source
-        assert isinstance(source, ReplicationSource)
+        received = self._received_lsn(pump)
         for output in pump.outputs:
-            pump.sink.send(output, output.encoder.heartbeat(source.received_lsn, now_us), None)
+            pump.sink.send(output, output.encoder.heartbeat(received, now_us), None)
+
+    @staticmethod
+    def _received_lsn(pump: Pump) -> int:
+        source = pump.source
+        if isinstance(source, LoadingSource):
+            source = source.inner
+        assert isinstance(source, ReplicationSource)
+        return source.received_lsn
 
     def _refresh_metrics(self, pump: Pump) -> None:
         metrics = self.metrics
         sink = self.sink
         assert sink is not None
-        source = pump.source
-        assert isinstance(source, ReplicationSource)
-        received = source.received_lsn
+        received = self._received_lsn(pump)
         metrics.lag_bytes.set(max(received - pump.acked_lsn, 0))
         metrics.in_flight.set(sink.in_flight)
         metrics.paused.inc(sink.pauses - metrics.paused_seen)

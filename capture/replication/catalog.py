@@ -80,3 +80,153 @@ def wal_retained(conn: psycopg.Connection[Any], slot: str) -> int | None:
         (slot,),
     ).fetchone()
     return int(row[0]) if row and row[0] is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class TableLayout:
+    """A published table as pgoutput describes it, plus what a load needs to read it.
+
+    ``columns`` are ``(name, type OID, type modifier, is_key)`` in attnum order, exactly the
+    columns a Relation message carries: no dropped or generated columns, and only those of
+    the publications' column lists (PostgreSQL 15+). ``is_key`` marks replica-identity
+    columns (all of them under REPLICA IDENTITY FULL), as pgoutput flags them.
+    """
+
+    relation_id: int
+    schema: str
+    name: str
+    replica_identity: str
+    """``d``, ``f``, ``i`` or ``n`` (``pg_class.relreplident``)."""
+    columns: tuple[tuple[str, int, int, bool], ...]
+    chunk_key: tuple[str, ...]
+    """Columns of a unique, non-null key to read the table in ranges by (the primary key,
+    else the replica-identity index, else another unique index on NOT NULL columns);
+    empty for a table without one, which is read in one piece."""
+    chunk_key_types: tuple[str, ...]
+    """``format_type`` of each chunk-key column (for casts of range bounds)."""
+    estimated_rows: int
+    """``pg_class.reltuples`` (0 when never analysed)."""
+
+    @property
+    def qualified_name(self) -> str:
+        """``schema.table`` (unquoted)."""
+        return f"{self.schema}.{self.name}"
+
+
+def resolve_table(conn: psycopg.Connection[Any], qualified_name: str) -> int | None:
+    """The OID of table ``schema.table`` (unquoted names), or None if it does not exist."""
+    schema, _, name = qualified_name.partition(".")
+    if not name:
+        schema, name = "public", schema
+    row = conn.execute(
+        "SELECT c.oid::int8 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')",
+        (schema, name),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+def table_layout(
+    conn: psycopg.Connection[Any], relation_id: int, publications: Sequence[str]
+) -> TableLayout | None:
+    """The layout of table ``relation_id`` as ``publications`` publish it, or None if gone."""
+    row = conn.execute(
+        "SELECT n.nspname, c.relname, c.relreplident, greatest(c.reltuples, 0)::int8 "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = %s",
+        (relation_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    schema, name, identity, estimate = str(row[0]), str(row[1]), str(row[2]), int(row[3])
+    published = _published_columns(conn, schema, name, publications)
+    attributes = conn.execute(
+        "SELECT a.attname, a.atttypid::int8, a.atttypmod, format_type(a.atttypid, a.atttypmod), "
+        "a.attnotnull FROM pg_attribute a "
+        "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' "
+        "ORDER BY a.attnum",
+        (relation_id,),
+    ).fetchall()
+    identity_columns = set(_index_columns(conn, relation_id, "indisreplident"))
+    primary = _index_columns(conn, relation_id, "indisprimary")
+    if identity == "d":
+        identity_columns = set(primary)
+    columns = tuple(
+        (str(a), int(t), int(m), identity == "f" or str(a) in identity_columns)
+        for a, t, m, _, _ in attributes
+        if published is None or str(a) in published
+    )
+    types = {str(a): str(ft) for a, _, _, ft, _ in attributes}
+    not_null = {str(a) for a, _, _, _, nn in attributes if nn}
+    key = primary or _index_columns(conn, relation_id, "indisreplident")
+    if not key:
+        key = _unique_not_null_key(conn, relation_id, not_null)
+    return TableLayout(
+        relation_id, schema, name, identity, columns, key, tuple(types[k] for k in key), estimate
+    )
+
+
+def _published_columns(
+    conn: psycopg.Connection[Any], schema: str, name: str, publications: Sequence[str]
+) -> set[str] | None:
+    """Columns the publications' column lists publish, or None for every column."""
+    if conn.info.server_version < 150000:
+        return None
+    rows = conn.execute(
+        "SELECT attnames FROM pg_publication_tables "
+        "WHERE pubname = ANY(%s) AND schemaname = %s AND tablename = %s",
+        (list(publications), schema, name),
+    ).fetchall()
+    if not rows:
+        return None
+    return {str(a) for (names,) in rows for a in (names or ())}
+
+
+def _index_columns(conn: psycopg.Connection[Any], relation_id: int, flag: str) -> tuple[str, ...]:
+    """Columns of the index of ``relation_id`` with boolean ``pg_index`` column ``flag``."""
+    assert flag in ("indisprimary", "indisreplident")
+    rows = conn.execute(
+        "SELECT a.attname FROM pg_index i "  # noqa: S608 - flag is one of two literals
+        "JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true "
+        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+        f"WHERE i.indrelid = %s AND i.{flag} ORDER BY k.n",
+        (relation_id,),
+    ).fetchall()
+    return tuple(str(r[0]) for r in rows)
+
+
+def _unique_not_null_key(
+    conn: psycopg.Connection[Any], relation_id: int, not_null: set[str]
+) -> tuple[str, ...]:
+    """The narrowest valid unique index on NOT NULL plain columns, or ()."""
+    rows = conn.execute(
+        "SELECT i.indexrelid, array_agg(a.attname ORDER BY k.n) FROM pg_index i "
+        "JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true "
+        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+        "WHERE i.indrelid = %s AND i.indisunique AND i.indisvalid AND i.indexprs IS NULL "
+        "AND i.indpred IS NULL GROUP BY i.indexrelid ORDER BY count(*), i.indexrelid",
+        (relation_id,),
+    ).fetchall()
+    for _, names in rows:
+        if all(str(n) in not_null for n in names):
+            return tuple(str(n) for n in names)
+    return ()
+
+
+def type_names(
+    conn: psycopg.Connection[Any], type_oids: Sequence[int]
+) -> list[tuple[int, str, str]]:
+    """``(oid, namespace, name)`` of non-built-in types, as pgoutput's Type messages name them.
+
+    A domain is named after its base type.
+    """
+    rows = conn.execute(
+        "WITH RECURSIVE base(oid, cur) AS ("
+        "  SELECT oid, oid FROM pg_type WHERE oid = ANY(%s) AND oid >= 10000"
+        "  UNION ALL SELECT b.oid, t.typbasetype FROM base b JOIN pg_type t ON t.oid = b.cur"
+        "  WHERE t.typtype = 'd') "
+        "SELECT b.oid::int8, n.nspname, t.typname FROM base b "
+        "JOIN pg_type t ON t.oid = b.cur JOIN pg_namespace n ON n.oid = t.typnamespace "
+        "WHERE t.typtype <> 'd'",
+        ([int(o) for o in type_oids],),
+    ).fetchall()
+    return [(int(o), str(ns), str(name)) for o, ns, name in rows]

@@ -36,7 +36,7 @@ from confluent_kafka.cimpl import NewTopic
 from capture.errors import WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
-from capture.formats.ibm import layout_record
+from capture.formats.layout import layout_record
 from capture.lsn import format_lsn
 from capture.position import TxnPosition
 from capture.pump import Output
@@ -248,6 +248,15 @@ class KafkaSink:
         self.producer.poll(0.5)
         self._check()
         self.wait_hook()
+
+    def publish(self, topic: str, key: bytes, value: bytes) -> None:
+        """Produce a walcast record (load progress) to ``topic``; its delivery is not tracked."""
+        while True:
+            try:
+                self.producer.produce(topic, value, key)
+                return
+            except BufferError:
+                self._backpressure()
 
     def announce(self, table: Table) -> None:
         """Publish ``table``'s layout to the schema topic and wait for Kafka to confirm it."""

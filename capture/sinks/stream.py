@@ -68,6 +68,9 @@ class StreamSink:
         """Write one change (the encoder's fast path)."""
         self.write(output.encoder.tail_lines(event))
 
+    def publish(self, topic: str, key: bytes, value: bytes) -> None:
+        """A stream has no topics: walcast's own records are not printed."""
+
     def announce(self, table: Table) -> None:
         """Nothing to publish: readers of a stream see the layout in each format's fields."""
 

@@ -1,0 +1,26 @@
+"""Loading tables' existing rows into the stream: the initial load and on-demand loads.
+
+* :mod:`capture.snapshot.source`: :class:`LoadingSource`, which inserts loaded chunks into
+  the replication stream at their watermarks (the design and its guarantees are there);
+* :mod:`capture.snapshot.reader`: reader threads, one ``COPY`` per chunk;
+* :mod:`capture.snapshot.chunks`: key-range chunks and their SQL;
+* :mod:`capture.snapshot.copytext`: COPY text rows as pgoutput text values;
+* :mod:`capture.snapshot.progress`: where progress is kept (a compacted Kafka topic);
+* :mod:`capture.snapshot.requests`: the initial-load decision and ``walcast snapshot``.
+"""
+
+from capture.snapshot.progress import KafkaProgress, MemoryProgress, ProgressStore
+from capture.snapshot.requests import record_initial_load, resolve_mode, slot_exists
+from capture.snapshot.source import LoadingSource, LoadProgress, LoadSettings
+
+__all__ = [
+    "KafkaProgress",
+    "LoadProgress",
+    "LoadSettings",
+    "LoadingSource",
+    "MemoryProgress",
+    "ProgressStore",
+    "record_initial_load",
+    "resolve_mode",
+    "slot_exists",
+]

@@ -1,0 +1,110 @@
+"""Chunks of a table: key ranges, and the SQL that plans and reads them.
+
+A table with a unique, non-null key (:attr:`~capture.replication.catalog.TableLayout.chunk_key`)
+is read in key ranges ``(lower, upper]`` of about ``chunk_rows`` rows. Range bounds are the
+key's values as text, cast back to the key's types in SQL, and compared by PostgreSQL
+itself as row values (``(a, b) > (…)``), so the order is the index's order, collation
+included; Python never compares keys. The upper bound of a chunk is found with one
+index-ordered ``OFFSET chunk_rows - 1`` query from its lower bound, just before the chunk is
+read, so planning costs one short index scan per chunk and no list of boundaries is kept.
+
+A table without such a key is one chunk: the whole table, in one read.
+
+Every identifier and literal reaches SQL through :mod:`psycopg.sql`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from capture.replication.catalog import TableLayout
+
+Bound = tuple[str, ...]
+"""A key's values as PostgreSQL text, one per chunk-key column."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One range of one table to read: ``lower < key <= upper`` (None: unbounded)."""
+
+    table: TableLayout
+    number: int
+    """1-based position of the chunk in its table's key order."""
+    lower: Bound | None
+    upper: Bound | None
+    request: str
+    """The load request it belongs to (the initial load, or a ``walcast snapshot`` id)."""
+
+    @property
+    def last(self) -> bool:
+        """The chunk reaches the end of the table."""
+        return self.upper is None
+
+
+def _key(table: TableLayout) -> sql.Composable:
+    return sql.SQL("({})").format(sql.SQL(", ").join(sql.Identifier(k) for k in table.chunk_key))
+
+
+def _bound(table: TableLayout, values: Bound) -> sql.Composable:
+    return sql.SQL("({})").format(
+        sql.SQL(", ").join(
+            sql.SQL("CAST({} AS {})").format(sql.Literal(v), sql.SQL(t))
+            for v, t in zip(values, table.chunk_key_types, strict=True)
+        )
+    )
+
+
+def _where(table: TableLayout, lower: Bound | None, upper: Bound | None) -> sql.Composable:
+    terms: list[sql.Composable] = []
+    if lower is not None:
+        terms.append(sql.SQL("{} > {}").format(_key(table), _bound(table, lower)))
+    if upper is not None:
+        terms.append(sql.SQL("{} <= {}").format(_key(table), _bound(table, upper)))
+    if not terms:
+        return sql.SQL("")
+    return sql.SQL(" WHERE ") + sql.SQL(" AND ").join(terms)
+
+
+def _relation(table: TableLayout) -> sql.Composable:
+    return sql.Identifier(table.schema, table.name)
+
+
+def next_upper(
+    conn: psycopg.Connection[Any], table: TableLayout, lower: Bound | None, chunk_rows: int
+) -> Bound | None:
+    """The upper bound of the chunk after ``lower``, or None when the rest fits in one chunk."""
+    texts = sql.SQL(", ").join(
+        sql.SQL("CAST({} AS text)").format(sql.Identifier(k)) for k in table.chunk_key
+    )
+    query = sql.SQL("SELECT {} FROM {}{} ORDER BY {} OFFSET {} LIMIT 1").format(
+        texts,
+        _relation(table),
+        _where(table, lower, None),
+        sql.SQL(", ").join(sql.Identifier(k) for k in table.chunk_key),
+        sql.Literal(chunk_rows - 1),
+    )
+    row = conn.execute(query).fetchone()
+    if row is None:
+        return None
+    return tuple(str(v) for v in row)
+
+
+def copy_query(chunk: Chunk) -> sql.Composed:
+    """``COPY (SELECT <published columns> FROM … WHERE <range>) TO STDOUT``."""
+    table = chunk.table
+    columns = sql.SQL(", ").join(sql.Identifier(c[0]) for c in table.columns)
+    select = sql.SQL("SELECT {} FROM {}{}").format(
+        columns, _relation(table), _where(table, chunk.lower, chunk.upper)
+    )
+    return sql.SQL("COPY ({}) TO STDOUT").format(select)
+
+
+def count_query(chunk: Chunk) -> sql.Composed:
+    """The number of rows of ``chunk``, in the same snapshot as its read."""
+    return sql.SQL("SELECT count(*) FROM {}{}").format(
+        _relation(chunk.table), _where(chunk.table, chunk.lower, chunk.upper)
+    )

@@ -1,0 +1,193 @@
+"""Reader threads: each reads one chunk at a time, in its own transaction, with ``COPY``.
+
+For a chunk, a reader:
+
+1. writes the chunk's **low watermark**, a non-transactional logical message
+   (``pg_logical_emit_message(false, 'walcast.snapshot.watermark', …)``) that the replication
+   stream delivers at its WAL position;
+2. opens a ``REPEATABLE READ READ ONLY`` transaction and, as its first statement, takes the
+   snapshot's ``pg_current_snapshot()`` (which transactions it sees) and
+   ``pg_current_wal_insert_lsn()`` (a WAL position every visible transaction committed
+   before);
+3. optionally counts the chunk's rows in that snapshot (for formats that state a
+   transaction's size up front);
+4. streams ``COPY (SELECT …) TO STDOUT`` and hands the rows on in batches through a bounded
+   queue, so a reader never holds more than :data:`QUEUE_BATCHES` batches;
+5. commits.
+
+The transaction lives as long as one chunk's read (and, when the stream lags behind, until
+the stream reaches the low watermark and drains the queue): it never spans the load.
+Connections use walcast's session options, so values are the exact text the replication
+stream carries (UTC, ISO dates, hex bytea, shortest-exact floats).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+import psycopg
+
+from capture import dsn as dsn_util
+from capture.lsn import parse_lsn
+from capture.snapshot.chunks import Chunk, copy_query, count_query
+from capture.snapshot.copytext import row_values, split_rows
+
+WATERMARK_PREFIX: Final = "walcast.snapshot.watermark"
+"""Prefix of the low-watermark logical messages readers write."""
+BATCH_ROWS: Final = 2000
+QUEUE_BATCHES: Final = 8
+Row = tuple[bytes | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSnapshot:
+    """What a chunk's read transaction sees: ``pg_current_snapshot()`` and the WAL horizon."""
+
+    xmin: int
+    xmax: int
+    in_progress: frozenset[int]
+    horizon_lsn: int
+    """``pg_current_wal_insert_lsn()`` in the snapshot: every visible transaction committed
+    before it, so no stream transaction at or past it is visible to the read."""
+
+    @classmethod
+    def parse(cls, snapshot: str, horizon: str) -> ReadSnapshot:
+        """From ``pg_current_snapshot()::text`` (``xmin:xmax:xip,…``) and an LSN text."""
+        xmin, xmax, xip = snapshot.split(":")
+        return cls(
+            int(xmin),
+            int(xmax),
+            frozenset(int(x) for x in xip.split(",") if x),
+            parse_lsn(horizon),
+        )
+
+    def sees(self, xid: int) -> bool:
+        """Whether a committed transaction with 32-bit ``xid`` is visible to the read."""
+        full = (self.xmax & ~0xFFFF_FFFF) | xid  # the epoch nearest xmax, as PostgreSQL does
+        if full > self.xmax + (1 << 31):
+            full -= 1 << 32
+        elif full < self.xmax - (1 << 31):
+            full += 1 << 32
+        if full < self.xmin:
+            return True
+        return full < self.xmax and full not in self.in_progress
+
+
+@dataclass(slots=True)
+class ChunkRead:
+    """One chunk handed to a reader; its results arrive on ``results``.
+
+    ``results`` carries, in order: ``("snapshot", ReadSnapshot, count | None)``, then
+    ``("rows", [row, …])`` batches, then ``("end", rows)``; or ``("error", exception)`` at
+    any point.
+    """
+
+    chunk: Chunk
+    marker: str
+    """The watermark's identity (run id and chunk sequence), as written in its content."""
+    results: queue.Queue[tuple[Any, ...]]
+    cancelled: threading.Event
+
+
+class ReaderPool:
+    """``workers`` daemon threads reading chunks; each keeps one connection."""
+
+    def __init__(self, dsn: str, workers: int, *, count_rows: bool) -> None:
+        self._dsn = dsn_util.with_session_options(dsn)
+        self._jobs: queue.Queue[ChunkRead | None] = queue.Queue()
+        self._count_rows = count_rows
+        self._threads = [
+            threading.Thread(target=self._work, name=f"walcast-load-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, chunk: Chunk, marker: str) -> ChunkRead:
+        """Queue ``chunk`` for the next free reader."""
+        read = ChunkRead(chunk, marker, queue.Queue(QUEUE_BATCHES), threading.Event())
+        self._jobs.put(read)
+        return read
+
+    def close(self) -> None:
+        """Stop the readers after their current chunk (they are daemon threads)."""
+        for _ in self._threads:
+            self._jobs.put(None)
+
+    def _work(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        try:
+            while (job := self._jobs.get()) is not None:
+                try:
+                    if conn is None or conn.closed:
+                        conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=10)
+                    self._read(conn, job)
+                except Exception as exc:  # noqa: BLE001 - handed to the coordinator
+                    _put(job, ("error", exc))
+                    if conn is not None:
+                        conn.close()
+                        conn = None
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _read(self, conn: psycopg.Connection[Any], job: ChunkRead) -> None:
+        content = orjson.dumps({"marker": job.marker})
+        conn.execute("SELECT pg_logical_emit_message(false, %s, %s)", (WATERMARK_PREFIX, content))
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            row = conn.execute(
+                "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text"
+            ).fetchone()
+            assert row is not None
+            snapshot = ReadSnapshot.parse(str(row[0]), str(row[1]))
+            count = None
+            if self._count_rows:
+                counted = conn.execute(count_query(job.chunk)).fetchone()
+                count = int(counted[0]) if counted else 0
+            if not _put(job, ("snapshot", snapshot, count)):
+                return
+            rows = 0
+            batch: list[Row] = []
+            with conn.cursor().copy(copy_query(job.chunk)) as copy:
+                for line in split_rows(copy):
+                    batch.append(row_values(line))
+                    if len(batch) >= BATCH_ROWS:
+                        rows += len(batch)
+                        if not _put(job, ("rows", batch)):
+                            return
+                        batch = []
+            rows += len(batch)
+            if batch and not _put(job, ("rows", batch)):
+                return
+            _put(job, ("end", rows))
+        finally:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.UNKNOWN:
+                conn.execute("ROLLBACK")
+
+
+def _put(job: ChunkRead, item: tuple[Any, ...]) -> bool:
+    """Hand ``item`` on, waiting for room; False once the coordinator cancelled the job."""
+    while not job.cancelled.is_set():
+        try:
+            job.results.put(item, timeout=0.5)
+        except queue.Full:
+            continue
+        return True
+    return False
+
+
+def drain(read: ChunkRead, keep_alive: Callable[[], None]) -> None:
+    """Cancel ``read`` and empty its queue, so its reader moves on."""
+    read.cancelled.set()
+    while True:
+        try:
+            read.results.get_nowait()
+        except queue.Empty:
+            keep_alive()
+            return

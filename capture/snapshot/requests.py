@@ -1,0 +1,158 @@
+"""Asking for loads: the initial load of a new slot, and ``walcast snapshot`` while streaming.
+
+The initial load is decided before the slot exists, and recorded first: the front door
+writes a ``pending`` progress record for every published table (request ``initial``), waits
+until the progress store has it, and only then creates the slot. A crash between the two
+leaves the records; the restart creates the slot and loads. The other order could leave a
+slot whose load nobody remembers.
+
+``walcast snapshot --dsn … --table schema.table [--table …]`` asks a running daemon to load
+tables again without stopping the stream (to repair a topic, or after adding a table to the
+publication). It checks each table exists and is published, then writes a
+``walcast.snapshot.request`` logical message; every daemon streaming a slot of the database
+sees it in its stream, in order, and loads the tables its publications hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from typing import Any
+
+import orjson
+import psycopg
+
+from capture import dsn as dsn_util
+from capture.errors import ConfigError, SetupError
+from capture.replication import catalog
+from capture.replication.setup import connect
+from capture.snapshot.progress import ProgressStore, TableProgress
+from capture.snapshot.source import ALL_TABLES, INITIAL_REQUEST, MODES, REQUEST_PREFIX
+
+
+def resolve_mode(mode: str | None, *, slot_exists: bool, server_version: int) -> str:
+    """The load mode to use: ``None`` (auto) is initial for a new slot, never otherwise."""
+    resolved = mode or ("never" if slot_exists else "initial")
+    if resolved not in MODES:
+        raise ConfigError(f"--snapshot: {resolved!r} is not one of {', '.join(MODES)}")
+    if resolved != "never" and server_version < 140000:
+        raise ConfigError(
+            f"--snapshot {resolved}: loading needs PostgreSQL 14 or newer (logical messages "
+            "in pgoutput)",
+            hint="use --snapshot never, or upgrade the server",
+        )
+    return resolved
+
+
+def record_initial_load(progress: ProgressStore) -> bool:
+    """Record that the publications' tables are to be loaded, unless that is already known.
+
+    One record stands for "every table of the publications" (table ``*``): the publication
+    may not exist yet (``--create-publication``), and its tables are listed when the load
+    starts. Returns whether a new initial load was recorded.
+    """
+    if any(r.request == INITIAL_REQUEST for r in progress.load()):
+        return False
+    progress.save(TableProgress(ALL_TABLES, 0, INITIAL_REQUEST, "pending"))
+    return True
+
+
+def slot_exists(conn: psycopg.Connection[Any], slot: str) -> bool:
+    """Whether replication slot ``slot`` exists."""
+    row = conn.execute(
+        "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+    ).fetchone()
+    return row is not None
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``walcast snapshot`` to the CLI (``args.func`` runs it)."""
+    parser = subparsers.add_parser(
+        "snapshot",
+        help="ask running daemons to load tables again, without stopping the stream",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--dsn", help="libpq connection string of the source database")
+    parser.add_argument(
+        "--table",
+        action="append",
+        required=True,
+        metavar="SCHEMA.TABLE",
+        help="table to load (repeatable)",
+    )
+    parser.add_argument(
+        "--publication",
+        action="append",
+        help="check the tables are in this publication (repeatable; default: any)",
+    )
+    parser.add_argument("--slot", help="only the daemon streaming this slot loads them")
+    parser.set_defaults(func=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run ``walcast snapshot``."""
+    import os  # noqa: PLC0415
+
+    dsn = args.dsn or os.environ.get("WALCAST_DSN")
+    if not dsn:
+        raise ConfigError("--dsn: no connection string given (or set $WALCAST_DSN)")
+    tables = [t.strip() for t in args.table]
+    with connect(dsn) as conn:
+        published = _published(conn, args.publication)
+        for name in tables:
+            if "." not in name:
+                raise ConfigError(f"--table {name!r}: give it as schema.table")
+            if catalog.resolve_table(conn, name) is None:
+                raise ConfigError(
+                    f"--table {name}: no such table on {dsn_util.describe(dsn)}",
+                    hint="check the schema and table names (unquoted, case-sensitive)",
+                )
+            if name not in published:
+                where = (
+                    f"publication(s) {', '.join(args.publication)}"
+                    if args.publication
+                    else "any publication"
+                )
+                raise ConfigError(
+                    f"--table {name}: not in {where}; walcast streams only published tables",
+                    hint=f"ALTER PUBLICATION <name> ADD TABLE {name}; then ask again",
+                )
+        request = uuid.uuid4().hex[:12]
+        content = orjson.dumps({"id": request, "tables": tables, "slot": args.slot})
+        try:
+            conn.execute("SELECT pg_logical_emit_message(false, %s, %s)", (REQUEST_PREFIX, content))
+        except psycopg.Error as exc:
+            raise SetupError(
+                f"cannot write the load request: {dsn_util.scrub(str(exc), dsn).strip()}",
+                hint="the role needs EXECUTE on pg_logical_emit_message (superuser or "
+                "pg_write_server_files is not needed; a REPLICATION role has it by default)",
+            ) from None
+    target = f"the daemon on slot {args.slot}" if args.slot else "every daemon of this database"
+    print(
+        f"walcast: asked {target} to load {len(tables)} table(s) (request {request}); "
+        "follow it in the daemon's log (snapshot_chunk events) or its metrics",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _published(conn: psycopg.Connection[Any], publications: list[str] | None) -> set[str]:
+    if publications:
+        known = {
+            str(r[0])
+            for r in conn.execute(
+                "SELECT pubname FROM pg_publication WHERE pubname = ANY(%s)", (publications,)
+            ).fetchall()
+        }
+        missing = [p for p in publications if p not in known]
+        if missing:
+            raise ConfigError(f"--publication {missing[0]}: no such publication")
+        names = publications
+    else:
+        names = [str(r[0]) for r in conn.execute("SELECT pubname FROM pg_publication").fetchall()]
+    return {t.qualified_name for t in catalog.publication_tables(conn, names)}
