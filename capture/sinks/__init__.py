@@ -53,8 +53,7 @@ class Sink(Protocol):
         """Encode one change with ``output``'s encoder and send it (the hot path)."""
 
     def publish(self, topic: str, key: bytes, value: bytes) -> None:
-        """Send a walcast record (load progress) to ``topic``, untracked; sinks without topics
-        drop it."""
+        """Send a walcast record (load progress) to ``topic``, untracked (or drop it)."""
 
     def announce(self, table: Table) -> None:
         """The table's first change (under this layout) follows: publish its layout first."""

@@ -254,9 +254,10 @@ class KafkaSink:
         while True:
             try:
                 self.producer.produce(topic, value, key)
-                return
             except BufferError:
                 self._backpressure()
+            else:
+                return
 
     def announce(self, table: Table) -> None:
         """Publish ``table``'s layout to the schema topic and wait for Kafka to confirm it."""
