@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
+from typing import NoReturn
 
 from capture import __version__
 from capture import logging as walcast_logging
@@ -92,9 +93,17 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--spill-dir", help="directory for held transactions that spill to disk")
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, like every other walcast error."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``walcast …: error: <message> (see --help)`` and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="walcast",
         description="PostgreSQL logical replication to vendor CDC formats.",
     )
