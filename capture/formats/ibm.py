@@ -36,8 +36,17 @@ Header
       with the last one ``0000`` (after ``9999`` numbering wraps to ``0001``).
 
 Segmentation and memory
-    A message is at most ``ibm.max_message_size`` bytes (default 1,000,000: below
-    Kafka's default 1 MiB message limit, with room for the key and batch overhead).
+    A message is at most :attr:`IbmDelimitedEncoder.max_message_size` bytes. By default
+    that is derived from the sink's limit, ``FormatOptions.max_message_bytes`` (for Kafka:
+    the producer's effective ``message.max.bytes`` less the envelope the daemon reserves),
+    minus what this format's messages carry besides their value: the key (the database
+    name), walcast's three headers at their largest (:data:`HEADER_BYTES`) and Kafka's
+    record and batch overhead (:data:`RECORD_OVERHEAD`). So a whole message, as the
+    producer counts it, never exceeds ``message.max.bytes`` at the defaults, whatever the
+    transaction's size (a 2,000-row transaction of 1 kB rows is two segments at
+    librdkafka's default 1,000,000). A sink without a limit (stdout) keeps 1,000,000.
+    ``ibm.max_message_size`` sets the limit explicitly (at least 256 bytes); a value that
+    the sink cannot take (above the derived limit) is a ConfigError at start.
     Records are appended to one pending segment; when the next record would overflow it,
     the pending segment is sent (its segment numbers patched in place) and a new one
     starts, so at most one segment is ever held. The last segment is sent at COMMIT with
@@ -99,7 +108,8 @@ Settings (``FormatOptions.settings``; validated at construction, errors name the
     characters, all four distinct, none alphanumeric (IBM's rules), and none ``+`` or
     ``-`` (which bare numbers contain). Escapes ``\n``, ``\r``, ``\t``, ``\\`` and
     ``\xHH`` are accepted. ``ibm.identifier`` (``IBM``), ``ibm.plan_name`` (empty =
-    NULL), ``ibm.max_message_size`` (bytes, at least 256).
+    NULL), ``ibm.max_message_size`` (bytes, at least 256; default: derived from the
+    sink's limit, see above).
 
 Kafka key
     The source database name (``FormatOptions.database``) for every message: one
@@ -144,7 +154,14 @@ if TYPE_CHECKING:
 
 PREFIX: Final = "ibm."
 DEFAULT_MAX_MESSAGE_SIZE: Final = 1_000_000
+"""The segment limit when the sink has none (stdout, files)."""
 MIN_MESSAGE_SIZE: Final = 256
+HEADER_BYTES: Final = 160
+"""Most that walcast's three Kafka headers take: names (44 bytes), the largest values
+(``FFFFFFFF/FFFFFFFF``, a 10-digit xid, a 20-digit ordinal) and their length prefixes."""
+RECORD_OVERHEAD: Final = 128
+"""Kafka's own bytes around one message: the v2 record's varints and attributes (at most
+36 bytes) and the record batch header (61) that a message alone in its batch carries."""
 HEADER_FIELDS: Final = (
     "type",
     "identifier",
@@ -269,7 +286,8 @@ class Settings(FormatSettings):
     decimal_character: str = field(default=".", metadata={PARSE: _delimiter})
     identifier: str = field(default="IBM", metadata={PARSE: _identifier})
     plan_name: str = ""
-    max_message_size: int = field(default=DEFAULT_MAX_MESSAGE_SIZE, metadata={PARSE: _size})
+    max_message_size: int | None = field(default=None, metadata={PARSE: _size})
+    """Largest message value in bytes; None: derived from the sink (see the docstring)."""
 
     def check(self) -> None:
         """The four delimiters must all be different."""
@@ -285,6 +303,29 @@ class Settings(FormatSettings):
 
 
 # --------------------------------------------------------------------------- encoder
+
+
+def segment_limit(setting: int | None, options: FormatOptions) -> int:
+    """The largest message value to write: see "Segmentation and memory" above."""
+    sink = options.max_message_bytes
+    if sink is None:
+        return DEFAULT_MAX_MESSAGE_SIZE if setting is None else setting
+    derived = sink - len(options.database.encode()) - HEADER_BYTES - RECORD_OVERHEAD
+    if setting is None:
+        if derived < MIN_MESSAGE_SIZE:
+            raise ConfigError(
+                f"{PREFIX}max_message_size: the sink takes messages of {sink} bytes, too small "
+                f"for IBM messages (at least {MIN_MESSAGE_SIZE} bytes plus key and headers)",
+                hint="raise the producer's message.max.bytes",
+            )
+        return derived
+    if setting > derived:
+        raise ConfigError(
+            f"{PREFIX}max_message_size: {setting} bytes do not fit in the sink's messages "
+            f"({sink} bytes, {derived} for the value after key and headers)",
+            hint="lower ibm.max_message_size or raise the producer's message.max.bytes",
+        )
+    return setting
 
 
 def _hex(raw: bytes) -> bytes:
@@ -326,7 +367,9 @@ class IbmDelimitedEncoder(Encoder):
         self._q = cfg.string_delimiter.encode()
         self._qq = self._q + self._q
         self._dc = cfg.decimal_character.encode()
-        self._max = cfg.max_message_size
+        self.max_message_size = segment_limit(cfg.max_message_size, self.options)
+        """The largest message this encoder writes (see "Segmentation and memory")."""
+        self._max = self.max_message_size
         self._key = self.options.database.encode()
         self._plan = self.quote(cfg.plan_name) if cfg.plan_name else b""
         self._tables = PerTable(self._new_state)

@@ -6,10 +6,13 @@ import datetime as dt
 import json
 import re
 import struct
+import uuid
 from pathlib import Path
 
 import jsonschema
 import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,9 +25,11 @@ from capture.events import (
     TransactionCommit,
     pg_ts_to_datetime,
 )
-from capture.formats import FormatOptions, encoder_for
+from capture.formats import EncodedMessage, FormatOptions, encoder_for
 from capture.formats.ibm import (
+    HEADER_BYTES,
     HEADER_FIELDS,
+    RECORD_OVERHEAD,
     IbmDelimitedEncoder,
     format_commit_lsn,
     format_transaction_id,
@@ -37,6 +42,7 @@ from capture.lsn import parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
 from capture.teststream import generate, produce
 from tests.support.events import commit_ts, event, keyed_table
+from tests.support.kafka import read_all
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "formats" / "ibm"
 WHEN = dt.datetime(2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC)
@@ -529,7 +535,7 @@ def test_escapes_accepted_and_settings_of_other_formats_rejected() -> None:
         FormatOptions(settings={"ibm.column_delimiter": "\\t", "ibm.max_message_size": 4096})
     )
     assert enc.settings.column_delimiter == "\t"
-    assert enc.settings.max_message_size == 4096
+    assert enc.settings.max_message_size == enc.max_message_size == 4096
     with pytest.raises(ConfigError, match=r"canal\.x: not a setting of format ibm"):
         IbmDelimitedEncoder(FormatOptions(settings={"canal.x": "1"}))
 
@@ -634,7 +640,7 @@ def test_machine_readable_layout_matches_the_encoder() -> None:
     enc = IbmDelimitedEncoder()
     for setting, default in settings.items():
         assert getattr(enc.settings, setting.removeprefix("ibm.")) == default
-    assert doc["message"]["segmentation"]["default_bytes"] == enc.settings.max_message_size
+    assert doc["message"]["segmentation"]["default_bytes"] == enc.max_message_size
 
 
 def test_zero_column_tables_and_escape_format_bytea() -> None:
@@ -647,3 +653,100 @@ def test_zero_column_tables_and_escape_format_bytea() -> None:
         IbmDelimitedEncoder(), [event(Op.INSERT, table, after={"id": "1", "b": "a\\000\\\\"})]
     )
     assert records(message.value)[0][-1] == "61005C"
+
+
+# --------------------------------------------------------------------------- segment size
+
+PRODUCER_MAX = 1_000_000
+"""librdkafka's default ``message.max.bytes``."""
+DAEMON_ENVELOPE = 1024
+"""What ``walcast run`` reserves below it (``max_message_bytes`` = the difference)."""
+WIDE = keyed_table([("id", "int8", True), ("payload", "text", False)], name="wide")
+
+
+def _big_transaction(rows: int = 2000, width: int = 1016) -> list[ChangeEvent]:
+    """2,000 rows of about 1 kB. At this width a segment limited to 1,000,000 bytes fills to
+    999,985, which with key, headers and overhead exceeds librdkafka's message.max.bytes."""
+    return [
+        event(Op.INSERT, WIDE, after={"id": str(i), "payload": "x" * width}, ordinal=i)
+        for i in range(1, rows + 1)
+    ]
+
+
+def _wire_size(message: EncodedMessage) -> int:
+    """What the producer counts against ``message.max.bytes``, without Kafka's overhead."""
+    headers = sum(len(k) + len(v or b"") for k, v in message.kafka_headers())
+    return len(message.value) + len(message.key or b"") + headers
+
+
+def test_segment_size_without_a_sink_limit_is_one_million() -> None:
+    assert IbmDelimitedEncoder().max_message_size == 1_000_000
+
+
+@pytest.mark.parametrize("sink", [PRODUCER_MAX - DAEMON_ENVELOPE, PRODUCER_MAX])
+def test_segment_size_leaves_room_for_key_headers_and_kafka_overhead(sink: int) -> None:
+    options = FormatOptions(database="shop", max_message_bytes=sink)
+    encoder = IbmDelimitedEncoder(options)
+    assert encoder.max_message_size == sink - len(b"shop") - HEADER_BYTES - RECORD_OVERHEAD
+    messages = encode_txn(encoder, _big_transaction())
+    assert len(messages) >= 2
+    for message in messages:
+        assert len(message.value) <= encoder.max_message_size
+        assert _wire_size(message) + RECORD_OVERHEAD <= sink
+    assert sum(len(records(m.value)) for m in messages) == 2000
+
+
+def test_an_explicit_size_the_sink_cannot_take_is_a_config_error() -> None:
+    options = FormatOptions(
+        database="shop",
+        max_message_bytes=PRODUCER_MAX - DAEMON_ENVELOPE,
+        settings={"ibm.max_message_size": "1000000"},
+    )
+    with pytest.raises(ConfigError, match=r"^ibm\.max_message_size: 1000000 bytes do not fit"):
+        IbmDelimitedEncoder(options)
+    small = FormatOptions(max_message_bytes=300)
+    with pytest.raises(ConfigError, match=r"^ibm\.max_message_size: the sink takes messages"):
+        IbmDelimitedEncoder(small)
+
+
+def _produce(bootstrap: str, topic: str, messages: list[EncodedMessage]) -> list[str]:
+    """Produce ``messages`` with librdkafka's defaults; return the errors."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    errors: list[str] = []
+    for message in messages:
+        try:
+            producer.produce(
+                topic,
+                message.value,
+                message.key,
+                headers=message.kafka_headers(),
+                on_delivery=lambda err, _msg: errors.append(str(err)) if err else None,
+            )
+        except KafkaException as exc:
+            errors.append(str(exc))
+    assert producer.flush(60) == 0
+    return errors
+
+
+@pytest.mark.integration
+def test_a_big_transaction_at_the_defaults_fits_the_producer_limit(kafka_bootstrap: str) -> None:
+    """2,000 rows of ~1 kB through librdkafka's default message.max.bytes, on a real broker.
+
+    The former default (1,000,000-byte segments, whatever the sink) is refused as too large.
+    """
+    topic = f"walcast-test-ibm-{uuid.uuid4().hex[:12]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    try:
+        options = FormatOptions(database="shop", max_message_bytes=PRODUCER_MAX - DAEMON_ENVELOPE)
+        messages = encode_txn(IbmDelimitedEncoder(options), _big_transaction())
+        assert _produce(kafka_bootstrap, topic, messages) == []
+        delivered = read_all(kafka_bootstrap, [topic])
+        assert [r.value for r in delivered] == [m.value for m in messages]
+        former = FormatOptions(database="shop", settings={"ibm.max_message_size": "1000000"})
+        errors = _produce(
+            kafka_bootstrap, topic, encode_txn(IbmDelimitedEncoder(former), _big_transaction())
+        )
+        assert any("Message size too large" in e for e in errors)
+    finally:
+        admin.delete_topics([topic])
