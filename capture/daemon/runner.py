@@ -56,6 +56,8 @@ from capture.tail import describe_progress, primary_key_resolver
 log = structlog.get_logger("walcast.daemon")
 
 SHUTDOWN_FLUSH_TIMEOUT: Final = 60.0
+OUTAGE_SHUTDOWN_TIMEOUT: Final = 5.0
+"""How long a stop waits for deliveries while Kafka is known to be unreachable."""
 METRICS_REFRESH: Final = 5.0
 MESSAGE_ENVELOPE_BYTES: Final = 1024
 """What a Kafka message carries besides its value (key, headers, record overhead)."""
@@ -125,10 +127,15 @@ class Daemon:
                 except WalcastError as exc:
                     if exc.retry is not RetryPolicy.TRANSIENT:
                         raise
-                    if isinstance(exc, ConnectionLostError):
+                    lost = isinstance(exc, ConnectionLostError)
+                    if lost:
                         self.metrics.reconnects.inc()
                     self.metrics.healthy = False
-                    log.warning("source_lost", error=exc.one_line(), retry_in=backoff)
+                    log.warning(
+                        "source_lost" if lost else "retrying",
+                        error=exc.one_line(),
+                        retry_in=backoff,
+                    )
                     self._wait(backoff)
                     backoff = min(backoff * 2, config.reconnect_max_backoff)
         finally:
@@ -291,7 +298,9 @@ class Daemon:
     def _shutdown(self, pump: Pump, source: ReplicationSource | LoadingSource) -> None:
         """Graceful stop: deliver everything, acknowledge it, disconnect."""
         self.metrics.state = {"status": "stopping", "slot": self.config.slot}
-        undelivered = pump.finish(SHUTDOWN_FLUSH_TIMEOUT)
+        assert self.sink is not None
+        timeout = OUTAGE_SHUTDOWN_TIMEOUT if self.sink.outage_seconds else SHUTDOWN_FLUSH_TIMEOUT
+        undelivered = pump.finish(timeout)
         self._count(pump)
         source.close()
         log.info("stopped", acked_lsn=format_lsn(pump.acked_lsn), undelivered=undelivered)
@@ -301,9 +310,9 @@ class Daemon:
                 "stopped_with_undelivered",
                 undelivered=undelivered,
                 brokers=self.sink.brokers,
-                detail=f"Kafka confirmed not all messages within {SHUTDOWN_FLUSH_TIMEOUT:.0f} "
-                f"s; the slot stays at {format_lsn(pump.acked_lsn)} and they are sent again "
-                "on the next start",
+                detail=f"Kafka confirmed not all messages within {timeout:.0f} s; the slot "
+                f"stays at {format_lsn(pump.acked_lsn)} and they are sent again on the next "
+                "start",
             )
 
     # -- start-up checks ---------------------------------------------------------------------

@@ -171,7 +171,10 @@ class KafkaProgress:
         return list(found.values())
 
     def _unavailable(self, detail: str) -> ProgressUnavailableError:
+        brokers = self._settings.get("bootstrap.servers", "?")
         return ProgressUnavailableError(
-            f"cannot read the load progress from topic {self.topic!r}: {detail}",
-            hint="check that Kafka runs; walcast retries",
+            f"Kafka at {brokers} did not answer: cannot read the load progress from topic "
+            f"{self.topic!r} ({detail})",
+            hint="walcast waits and retries; check kafka.bootstrap_servers and that the "
+            "brokers run",
         )
