@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -132,27 +132,29 @@ def column_texts(image: Image) -> list[str | UnchangedToast | None]:
 T = TypeVar("T")
 
 
-class PerTable(Generic[T]):
-    """What an encoder precomputes per table, rebuilt when a Relation message replaces it.
+class PerTable(dict[Table, T]):
+    """What an encoder precomputes per table: ``states[table]`` builds it on first use.
 
-    Keyed by relation OID, so memory is bounded by the number of tables, not by the number
-    of Relation messages seen; an entry built for an older ``Table`` object of the same
-    relation (a new Relation message makes a new one) is rebuilt on first use.
+    A new Relation message makes a new ``Table`` object; its entry replaces the one built
+    for the relation's previous ``Table``, so memory is bounded by the number of tables,
+    not by the number of Relation messages seen. Lookups are plain dict lookups (``Table``
+    hashes by identity), so the hot path runs no Python code.
     """
 
-    __slots__ = ("_build", "_entries")
+    __slots__ = ("_build", "_current")
 
     def __init__(self, build: Callable[[Table], T]) -> None:
+        super().__init__()
         self._build = build
-        self._entries: dict[int, tuple[Table, T]] = {}
+        self._current: dict[int, Table] = {}
+        """relation OID → the Table object its entry was built for."""
 
-    def get(self, table: Table) -> T:
-        """The state of ``table``, built on first use."""
-        entry = self._entries.get(table.relation_id)
-        if entry is not None and entry[0] is table:
-            return entry[1]
-        value = self._build(table)
-        self._entries[table.relation_id] = (table, value)
+    def __missing__(self, table: Table) -> T:
+        stale = self._current.get(table.relation_id)
+        if stale is not None:
+            del self[stale]
+        self._current[table.relation_id] = table
+        value = self[table] = self._build(table)
         return value
 
 

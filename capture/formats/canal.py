@@ -93,7 +93,7 @@ Decisions:
 
 from __future__ import annotations
 
-import base64
+import binascii
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
@@ -119,6 +119,7 @@ from capture.formats.settings import FormatSettings
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 from capture.types.datetimes import timestamp_to_text, timestamptz_from_text
+from capture.types.text import bytea_from_text
 from capture.types.typmod import modifier_text
 
 
@@ -168,6 +169,7 @@ _SQL_TYPES: Final = {
     Family.ARRAY: 2003,
     Family.OTHER: 1111,
 }
+_BINARY: Final = ord("b")
 _CLOB: Final = 2005
 _BIT: Final = -7
 
@@ -208,12 +210,22 @@ def utc_wall_clock(text: str) -> str:
     return timestamp_to_text(value)
 
 
+def _utc_from_wire(raw: bytes) -> str:
+    return raw[:-3].decode() if raw[-3:] == b"+00" else utc_wall_clock(raw.decode())
+
+
+def _bytea_wire_bytes(raw: bytes) -> bytes:
+    return binascii.unhexlify(raw[2:]) if raw[:2] == b"\\x" else bytea_from_text(raw)
+
+
 _KINDS: Final = {Op.INSERT: "INSERT", Op.UPDATE: "UPDATE", Op.SNAPSHOT: "INIT"}
-_BOOLS: Final = {"true-false": {"t": "true", "f": "false"}, "1-0": {"t": "1", "f": "0"}}
-_BYTEA: Final[dict[str, Callable[[str], str]]] = {
-    "base64": lambda text: base64.b64encode(bytea_bytes(text)).decode(),
-    "latin1": lambda text: bytea_bytes(text).decode("latin-1"),
+_BOOLS: Final = {"true-false": ("true", "false"), "1-0": ("1", "0")}
+_BYTEA: Final[dict[str, Callable[[bytes], str]]] = {
+    "base64": lambda data: binascii.b2a_base64(data, newline=False).decode(),
+    "latin1": lambda data: data.decode("latin-1"),
 }
+_Convert = tuple[Callable[[str], str], Callable[[bytes], str]]
+"""A column's rewrite: from its PostgreSQL text, and (the fast path) from its wire text."""
 
 
 def sql_type(column: Column) -> int:
@@ -239,8 +251,10 @@ class _Plan:
     mysql_type: dict[str, str]
     key_indexes: tuple[int, ...]
     keys: RowKeys
-    converted: tuple[tuple[int, Callable[[str], str]], ...]
-    """(column index, converter) of the columns whose text is rewritten (see Settings)."""
+    decoders: tuple[Callable[[bytes], str], ...]
+    """Per column: wire text (bytes) → canal's text (``bytes.decode`` when not rewritten)."""
+    converted: tuple[tuple[int, _Convert], ...]
+    """(column index, rewrite) of the columns whose text is rewritten (see Settings)."""
 
 
 class CanalEncoder(Encoder):
@@ -269,6 +283,7 @@ class CanalEncoder(Encoder):
         else:
             database = f"{self.options.database}.{table.schema}"
         columns = table.columns
+        converters = [self._converter(c) for c in columns]
         return _Plan(
             table=table,
             names=table.column_names,
@@ -279,28 +294,44 @@ class CanalEncoder(Encoder):
             mysql_type={c.name: declared_type(c.type_name, c.type_modifier) for c in columns},
             key_indexes=table.key_indexes,
             keys=RowKeys(table),
-            converted=tuple(
-                (i, conv) for i, c in enumerate(columns) if (conv := self._converter(c)) is not None
-            ),
+            decoders=tuple(bytes.decode if c is None else c[1] for c in converters),
+            converted=tuple((i, c) for i, c in enumerate(converters) if c is not None),
         )
 
-    def _converter(self, column: Column) -> Callable[[str], str] | None:
+    def _converter(self, column: Column) -> _Convert | None:
         """How ``column``'s PostgreSQL text is rewritten for canal consumers (None: kept)."""
         fam = family(column)
         settings = self.settings
         if fam is Family.BOOL and settings.boolean != "t-f":
-            return _BOOLS[settings.boolean].__getitem__
+            true, false = _BOOLS[settings.boolean]
+            return {"t": true, "f": false}.__getitem__, {b"t": true, b"f": false}.__getitem__
         if fam is Family.TIMESTAMPTZ and settings.timestamptz == "utc":
-            return utc_wall_clock
+            return utc_wall_clock, _utc_from_wire
         if fam is Family.BYTES and settings.bytea != "hex":
-            return _BYTEA[settings.bytea]
+            encode = _BYTEA[settings.bytea]
+            return (
+                lambda text: encode(bytea_bytes(text)),
+                lambda raw: encode(_bytea_wire_bytes(raw)),
+            )
         return None
 
     @staticmethod
     def _texts(plan: _Plan, image: Image) -> list[str | UnchangedToast | None]:
-        """The canal texts of every column of ``image`` (unchanged TOAST kept as such)."""
+        """The canal texts of every column of ``image`` (unchanged TOAST kept as such).
+
+        Rewritten columns of a text-mode image are converted straight from their wire
+        bytes; binary-mode values are rendered to PostgreSQL's text first.
+        """
+        if not plan.converted:
+            return image_texts(image)
+        tup = image.tuple
+        if _BINARY not in tup.kinds:
+            return [
+                decode(v) if type(v) is bytes else v  # type: ignore[misc]
+                for decode, v in zip(plan.decoders, tup.values, strict=True)
+            ]
         texts = image_texts(image)
-        for i, convert in plan.converted:
+        for i, (convert, _) in plan.converted:
             text = texts[i]
             if type(text) is str:
                 texts[i] = convert(text)
@@ -318,7 +349,7 @@ class CanalEncoder(Encoder):
 
     def document(self, event: ChangeEvent) -> dict[str, Any] | None:
         """Build the FlatMessage of ``event`` as a dict (None for a skipped TRUNCATE)."""
-        plan = self._plans.get(event.table)
+        plan = self._plans[event.table]
         self._positions(event)
         op = event.op
         old: list[dict[str, str | None]] | None = None
@@ -403,7 +434,11 @@ class CanalEncoder(Encoder):
         texts: list[str | UnchangedToast | None],
         changed: dict[str, str | None],
     ) -> None:
-        """Fill ``changed`` with the old values of changed columns; complete ``texts``."""
+        """Fill ``changed`` with the old values of changed columns; complete ``texts``.
+
+        Compares canal's texts: every rewrite is one-to-one, so they differ exactly when
+        PostgreSQL's do.
+        """
         old_texts = self._texts(plan, before)
         names = plan.names
         indexes = plan.key_indexes if before.key_only else range(len(texts))
@@ -423,5 +458,5 @@ class CanalEncoder(Encoder):
         doc = self.document(event)
         if doc is None:
             return []
-        key = self._plans.get(event.table).keys.key(keyed_image(event))
+        key = self._plans[event.table].keys.key(keyed_image(event))
         return [EncodedMessage.for_change(event, orjson.dumps(doc), key)]

@@ -343,7 +343,7 @@ class DataWorksEncoder(Encoder):
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """Encode one record per change; two for an update (unless ``update_records=single``)."""
         table = event.table
-        plan = self._plans.get(table)
+        plan = self._plans[table]
         schema_json = plan.schema_json
         event_ms = self._event_time(event.commit_ts)
         seq = f"{event.commit_lsn:020d}{event.ordinal:010d}"

@@ -407,7 +407,7 @@ class DtsAvroEncoder(Encoder):
         ):
             txn = self._open(event.xid, event.commit_lsn, event.commit_ts)
         table = event.table
-        state = self._tables.get(table)
+        state = self._tables[table]
         op = event.op
         ordinal = b"%d" % event.ordinal
         position = txn.at + ordinal
@@ -478,7 +478,7 @@ class DtsAvroEncoder(Encoder):
 
     def key(self, event: ChangeEvent) -> bytes:
         """Return the Kafka key of ``event`` (see the module docstring)."""
-        return self._tables.get(event.table).keys.key(keyed_image(event))
+        return self._tables[event.table].keys.key(keyed_image(event))
 
     def _control(
         self, operation: str, txn: _Txn, position: str, tags: list[tuple[str, str]]

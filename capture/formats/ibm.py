@@ -490,7 +490,7 @@ class IbmDelimitedEncoder(Encoder):
         if op is Op.TRUNCATE:
             return None
         table = event.table
-        state = self._tables.get(table)
+        state = self._tables[table]
         cd = self._cd
         missing: list[int] = []
         before = event.before

@@ -356,7 +356,7 @@ class QlikEncoder(Encoder):
 
     def _plan(self, table: Table, event: ChangeEvent, out: list[EncodedMessage]) -> _Plan:
         """The table's plan; an MD goes to ``out`` first when its structure is new."""
-        plan = self._plans.get(table)
+        plan = self._plans[table]
         if plan.checked:
             return plan
         plan.checked = True

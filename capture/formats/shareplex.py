@@ -207,7 +207,7 @@ class ShareplexEncoder(Encoder):
         if op is Op.TRUNCATE and self.settings.truncate == "skip":
             return None
         meta = self.meta(event)
-        plan = self._plans.get(event.table)
+        plan = self._plans[event.table]
         if op is Op.INSERT or op is Op.SNAPSHOT:
             assert event.after is not None
             return {"meta": meta, "data": text_row(plan.names, image_texts(event.after))}
@@ -224,7 +224,7 @@ class ShareplexEncoder(Encoder):
         doc = self.document(event)
         if doc is None:
             return []
-        key = self._plans.get(event.table).keys.key(keyed_image(event))
+        key = self._plans[event.table].keys.key(keyed_image(event))
         return [EncodedMessage.for_change(event, orjson.dumps(doc), key)]
 
 

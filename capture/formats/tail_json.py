@@ -133,7 +133,7 @@ class TailJsonEncoder(Encoder):
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """One message per change."""
         image = event.after if event.after is not None else event.before
-        key = self._keys.get(event.table).key(image)
+        key = self._keys[event.table].key(image)
         return [EncodedMessage.for_change(event, self.render(event)[:-1], key)]
 
     def tail_lines(self, event: ChangeEvent) -> bytes:

@@ -472,3 +472,22 @@ def test_a_new_relation_message_rebuilds_the_table_metadata() -> None:
     second = orjson.loads(encoder.change(event(Op.INSERT, new, after={"id": "1"}))[0].value)
     assert first["mysqlType"] == {"id": "integer", "v": "varchar(10)"}
     assert second["mysqlType"] == {"id": "integer", "v": "varchar(20)", "w": "text"}
+
+
+def test_rewritten_values_are_the_same_from_binary_mode() -> None:
+    """bool, timestamptz and bytea sent in binary give canal's forms like their text."""
+    when = dt.datetime(2024, 2, 9, 7, 45, 59, 103550, tzinfo=dt.UTC)
+    us = (when - dt.datetime(2000, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+    binary = {
+        "id": b"\x00\x00\x00\x01",
+        "ok": b"\x01",
+        "at": us.to_bytes(8, "big"),
+        "blob": b"\x00\xffa",
+    }
+    text = {"id": "1", "ok": "t", "at": "2024-02-09 07:45:59.10355+00", "blob": "\\x00ff61"}
+    for settings in ({}, {"canal.boolean": "1-0", "canal.bytea": "latin1"}):
+        from_text = one(event(Op.INSERT, FIDELITY, after=text), **settings)["data"]
+        from_binary = one(event(Op.INSERT, FIDELITY, after=binary, binary=set(binary)), **settings)[
+            "data"
+        ]
+        assert from_binary == from_text
