@@ -36,11 +36,14 @@ from capture.events import pg_ts_to_datetime
 from capture.formats import format_class
 from capture.lsn import format_lsn
 from capture.position import PositionLedger
-from capture.pump import HEARTBEAT_PREFIX, Output, Pump, needs_transaction_sizes
+from capture.pump import HEARTBEAT_PREFIX, Output, Pump, Source, needs_transaction_sizes
 from capture.replication import catalog
 from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
+from capture.sinks.kafka_eos import TransactionalKafkaSink  # exactly-once
+from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC  # exactly-once
 from capture.sinks.topics import TopicNamer
+from capture.skip_committed import SkipCommitted  # exactly-once
 from capture.snapshot import (
     KafkaProgress,
     LoadingSource,
@@ -50,6 +53,7 @@ from capture.snapshot import (
     resolve_mode,
     slot_exists,
 )
+from capture.snapshot.progress import ProgressUnavailableError
 from capture.source import ReplicationSource, SourceConfig
 from capture.tail import describe_progress, primary_key_resolver
 
@@ -83,6 +87,8 @@ class Daemon:
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
         self._load_mode: str | None = None
+        self._kafka_down_since: float | None = None
+        self._reported = False
         self.finished = False
         """``initial-only``: the load is done and delivered; the daemon exits."""
 
@@ -104,11 +110,21 @@ class Daemon:
                 ) from None
             log.info("metrics_listening", host=config.metrics_host, port=server.server_port)
         settings = config.producer_settings()
-        self.sink = KafkaSink(
-            settings,
-            schema_topic=config.schema_topic,
-            error_after=float(getattr(config, "kafka_error_after", 30.0)),
-        )
+        error_after = float(getattr(config, "kafka_error_after", 30.0))
+        if getattr(config, "exactly_once", False):  # -- exactly-once (capture.sinks.kafka_eos)
+            self.sink = TransactionalKafkaSink.for_source(
+                settings,
+                dsn=config.full_dsn(),
+                slot=config.slot,
+                offsets_topic=str(getattr(config, "offsets_topic", DEFAULT_OFFSETS_TOPIC)),
+                schema_topic=config.schema_topic,
+                error_after=error_after,
+                stop=self.stop,
+            )
+        else:
+            self.sink = KafkaSink(
+                settings, schema_topic=config.schema_topic, error_after=error_after
+            )
         if not self.sink.reachable(5.0):
             log.warning(
                 "kafka_unreachable_at_start",
@@ -130,6 +146,8 @@ class Daemon:
                     lost = isinstance(exc, ConnectionLostError)
                     if lost:
                         self.metrics.reconnects.inc()
+                    if isinstance(exc, ProgressUnavailableError):
+                        self._kafka_down(exc)
                     self.metrics.healthy = False
                     log.warning(
                         "source_lost" if lost else "retrying",
@@ -143,6 +161,31 @@ class Daemon:
                 server.shutdown()
             self.side.close()
         return 0
+
+    def _kafka_down(self, exc: WalcastError) -> None:
+        """Kafka did not answer before a session could start: report it as the sink does."""
+        now = time.monotonic()
+        if self._kafka_down_since is None:
+            self._kafka_down_since = now
+        down = now - self._kafka_down_since
+        assert self.sink is not None
+        if down >= float(getattr(self.config, "kafka_error_after", 30.0)) and not self._reported:
+            self._reported = True
+            log.error(
+                "kafka_unreachable",
+                brokers=self.sink.brokers,
+                seconds=round(down),
+                detail=f"Kafka at {self.sink.brokers} has not answered for {round(down)} s; "
+                "walcast waits (nothing is acknowledged) and retries; check "
+                "kafka.bootstrap_servers and that the brokers run",
+                error=exc.one_line(),
+            )
+        if down >= float(getattr(self.config, "degraded_after", 60.0)):
+            self.metrics.state = {
+                "status": "degraded",
+                "slot": self.config.slot,
+                "detail": f"Kafka at {self.sink.brokers} has not answered for {round(down)} s",
+            }
 
     def _wait(self, seconds: float) -> None:
         """Back off between sessions while Kafka deliveries keep being served."""
@@ -213,22 +256,34 @@ class Daemon:
                 source.stop = self.stop
             outputs = self._outputs(replication)
             self._check_tables(outputs)
+            feed: Source = source
+            if isinstance(sink, TransactionalKafkaSink):  # -- exactly-once: now that the slot
+                # is ours, fence older producers, read what Kafka holds, skip its replay; a
+                # fresh ledger, as the last session's uncommitted units were aborted.
+                self.ledger = PositionLedger()
+                feed = SkipCommitted(source, sink.start_session(replication.keep_alive))
             pump = Pump(
-                source, sink, outputs, self.ledger, split_key_updates=config.split_key_updates
+                feed, sink, outputs, self.ledger, split_key_updates=config.split_key_updates
             )
             self.metrics.healthy = True
             self.metrics.state = {"status": "streaming", "slot": config.slot}
+            self._kafka_down_since = None
+            self._reported = False
             log.info("session_started", slot=config.slot, formats=[o.format for o in outputs])
             pump.run(self.stop, after_batch=lambda: self._after_batch(pump))
-        except ConnectionLostError:
+        except ConnectionLostError as exc:
             self.ledger.abandon_open()
+            if isinstance(sink, TransactionalKafkaSink):  # exactly-once
+                sink.abort(exc.one_line())
             if isinstance(source, LoadingSource):
                 source.close_readers()
             replication.assembler.close()
             replication.stream.close(timeout=0.5)
             raise
-        except BaseException:
+        except BaseException as exc:
             self.ledger.abandon_open()
+            if isinstance(sink, TransactionalKafkaSink):  # exactly-once
+                sink.abort(exc.one_line() if isinstance(exc, WalcastError) else repr(exc))
             source.close()
             raise
         self.finished = source.finished
@@ -388,6 +443,8 @@ class Daemon:
     @staticmethod
     def _received_lsn(pump: Pump) -> int:
         source = pump.source
+        if isinstance(source, SkipCommitted):  # exactly-once
+            source = source.inner
         if isinstance(source, LoadingSource):
             source = source.inner
         assert isinstance(source, ReplicationSource)

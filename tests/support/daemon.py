@@ -15,12 +15,12 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 
 class RunningDaemon:
-    def __init__(self, *args: str, log_path: Path) -> None:
+    def __init__(self, *args: str, log_path: Path, env: dict[str, str] | None = None) -> None:
         self.log_path = log_path
         self._log = log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "capture", "run", *args],
-            stdout=self._log, stderr=self._log, cwd=REPO, env=dict(os.environ),
+            stdout=self._log, stderr=self._log, cwd=REPO, env={**os.environ, **(env or {})},
         )  # fmt: skip
 
     def log(self) -> str:
