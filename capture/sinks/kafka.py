@@ -97,6 +97,18 @@ def client_logger() -> logging.Logger:
     return logger
 
 
+def fatal_error(exc: BaseException) -> KafkaError | None:
+    """The fatal client error behind ``exc`` (raised by confluent-kafka), if it is one."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KafkaException) and seen.args:
+            error = seen.args[0]
+            if isinstance(error, KafkaError) and error.fatal():
+                return error
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def describe_brokers(settings: dict[str, Any]) -> str:
     """The bootstrap servers, for messages (never credentials)."""
     return str(settings.get("bootstrap.servers", "?"))
@@ -145,13 +157,36 @@ class KafkaSink:
         elif code in _OUTAGE_CODES and self._outage_since is None:
             self._outage_since = self._clock()
 
+    def _serve(self, timeout: float, *, flush: bool = False) -> int:
+        """``poll`` (or ``flush``) the producer; a fatal client error becomes one line.
+
+        confluent-kafka raises a fatal error (an idempotence or transaction failure, being
+        fenced) from ``poll``/``flush`` instead of handing it to ``error_cb``, and delivery
+        reports served in that same call then fail with a ``SystemError`` chained to it.
+        """
+        try:
+            if flush:
+                return int(self.producer.flush(timeout))
+            return int(self.producer.poll(timeout))
+        except (KafkaException, SystemError) as exc:
+            error = fatal_error(exc)
+            if error is None:
+                raise
+            self._fatal = error
+            self._check()
+            raise  # pragma: no cover - _check raised
+
     def _check(self) -> None:
         """Raise for a refused client; report an outage once it lasted ``error_after``."""
         if self._fatal is not None:
+            code = self._fatal.code()
             raise KafkaSinkError(
                 f"Kafka at {self.brokers} refused walcast: {self._fatal.str()}",
                 hint="check kafka.sasl_mechanism, kafka.sasl_username and the password, "
-                "and the client's ACLs",
+                "and the client's ACLs"
+                if code in _FATAL_CODES
+                else "the producer cannot go on; restart walcast (nothing was acknowledged "
+                "past what Kafka confirmed)",
             )
         in_flight = len(self.producer)
         now = self._clock()
@@ -222,6 +257,9 @@ class KafkaSink:
                 except BufferError:
                     self._backpressure()
                 except KafkaException as exc:
+                    if exc.args[0].fatal():
+                        self._fatal = exc.args[0]
+                        self._check()
                     raise self._rejected(exc.args[0], message, topic) from None
             if unit is not None:
                 unit.outstanding += 1
@@ -245,7 +283,7 @@ class KafkaSink:
                 in_flight=len(self.producer),
                 detail="producer queue full (broker slow or down); reading from the slot paused",
             )
-        self.producer.poll(0.5)
+        self._serve(0.5)
         self._check()
         self.wait_hook()
 
@@ -282,7 +320,7 @@ class KafkaSink:
             except BufferError:
                 self._backpressure()
         while not reports:
-            self.producer.poll(0.1)
+            self._serve(0.1)
             self._check()
             self.wait_hook()
         if reports[0] is not None:
@@ -296,14 +334,14 @@ class KafkaSink:
 
     def service(self, timeout: float) -> None:
         """Serve delivery reports (and client errors)."""
-        self.producer.poll(timeout)
+        self._serve(timeout)
         self._check()
 
     def drain(self, timeout: float) -> int:
         """Wait up to ``timeout`` for every delivery; return how many are unconfirmed."""
         deadline = self._clock() + timeout
         while len(self.producer) > 0 and self._clock() < deadline:
-            self.producer.poll(0.2)
+            self._serve(0.2)
             self._check()
             self.wait_hook()
         return len(self.producer)
