@@ -14,7 +14,6 @@ import jsonschema
 import orjson
 import pytest
 
-from capture.errors import ConfigError
 from capture.events import ChangeEvent, Image, Op
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
@@ -394,21 +393,6 @@ def test_database_name_setting(mode: str, database: str) -> None:
     got = one(event(Op.INSERT, ORDERS, after={"id": "1"}), **{"canal.database_name": mode})
     assert got["database"] == database
     assert got["table"] == "orders"
-
-
-@pytest.mark.parametrize(
-    ("settings", "named"),
-    [
-        ({"canal.nope": "1"}, "canal.nope"),
-        ({"ibm.column_delimiter": ";"}, "ibm.column_delimiter"),
-        ({"canal.database_name": "catalog"}, "canal.database_name"),
-        ({"canal.walcast_keys": "maybe"}, "canal.walcast_keys"),
-        ({"canal.truncate": "drop"}, "canal.truncate"),
-    ],
-)
-def test_bad_settings_are_config_errors_naming_the_key(settings: dict, named: str) -> None:
-    with pytest.raises(ConfigError, match=named):
-        CanalEncoder(FormatOptions(settings=settings))
 
 
 @pytest.mark.parametrize(

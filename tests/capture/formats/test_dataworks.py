@@ -15,7 +15,6 @@ import jsonschema
 import orjson
 import pytest
 
-from capture.errors import ConfigError
 from capture.events import ChangeEvent, Op
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
@@ -469,18 +468,3 @@ def test_date_ms() -> None:
 def test_bytea_escape_format() -> None:
     assert bytea_bytes("\\x00ff") == b"\x00\xff"
     assert bytea_bytes("a\\000\\\\b\\377") == b"a\x00\\b\xff"
-
-
-@pytest.mark.parametrize(
-    ("settings", "named"),
-    [
-        ({"dataworks.nope": "1"}, "dataworks.nope"),
-        ({"qlik.task": "x"}, "qlik.task"),
-        ({"dataworks.timestamp_type": "epoch"}, "dataworks.timestamp_type"),
-        ({"dataworks.update_records": "both"}, "dataworks.update_records"),
-        ({"dataworks.transaction_records": "sometimes"}, "dataworks.transaction_records"),
-    ],
-)
-def test_bad_settings_are_config_errors_naming_the_key(settings: dict, named: str) -> None:
-    with pytest.raises(ConfigError, match=named):
-        DataWorksEncoder(FormatOptions(settings=settings))

@@ -25,7 +25,7 @@ from capture.events import (
     TransactionCommit,
     pg_ts_to_datetime,
 )
-from capture.formats import EncodedMessage, FormatOptions, encoder_for
+from capture.formats import EncodedMessage, FormatOptions
 from capture.formats.ibm import (
     HEADER_BYTES,
     HEADER_FIELDS,
@@ -503,31 +503,6 @@ def test_frame_for_tail_prints_one_line_per_record() -> None:
 
 
 # --------------------------------------------------------------------------- settings
-
-
-@pytest.mark.parametrize(
-    ("key", "value", "message"),
-    [
-        ("ibm.column_delimiter", "a", "alphanumeric"),
-        ("ibm.column_delimiter", "7", "alphanumeric"),
-        ("ibm.string_delimiter", ",", "different"),
-        ("ibm.decimal_character", "\\n", "different"),
-        ("ibm.record_delimiter", ";;", "single character"),
-        ("ibm.record_delimiter", "", "single character"),
-        ("ibm.column_delimiter", "§", "ASCII"),
-        ("ibm.column_delimiter", "-", "+ or -"),
-        ("ibm.decimal_character", "+", "+ or -"),
-        ("ibm.column_delimiter", "\\xZZ", "escape"),
-        ("ibm.max_message_size", "10", "minimum"),
-        ("ibm.max_message_size", "lots", "number of bytes"),
-        ("ibm.identifier", "", "empty"),
-        ("ibm.colum_delimiter", ";", "unknown setting"),
-    ],
-)
-def test_bad_settings_name_the_setting(key: str, value: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=re.escape(message)) as info:
-        encoder_for("ibm", FormatOptions(settings={key: value}))
-    assert key in str(info.value)
 
 
 def test_escapes_accepted_and_settings_of_other_formats_rejected() -> None:

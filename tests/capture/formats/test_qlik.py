@@ -12,9 +12,7 @@ from typing import Any
 import fastavro
 import jsonschema
 import orjson
-import pytest
 
-from capture.errors import ConfigError
 from capture.events import ChangeEvent, Op, TransactionBegin, TransactionCommit
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
@@ -557,16 +555,3 @@ def test_kafka_keys_are_row_keys() -> None:
         (0x16B3748, 700, 1),
         (0x16B3748, 700, 2),
     ]
-
-
-@pytest.mark.parametrize(
-    ("settings", "named"),
-    [
-        ({"qlik.nope": "1"}, "qlik.nope"),
-        ({"dataworks.timestamp_type": "auto"}, "dataworks.timestamp_type"),
-        ({"qlik.task": "  "}, "qlik.task"),
-    ],
-)
-def test_bad_settings_are_config_errors_naming_the_key(settings: dict, named: str) -> None:
-    with pytest.raises(ConfigError, match=named):
-        QlikEncoder(FormatOptions(settings=settings))

@@ -14,7 +14,7 @@ import jsonschema
 import orjson
 import pytest
 
-from capture.errors import ConfigError, WalcastError
+from capture.errors import WalcastError
 from capture.events import ChangeEvent, Op, TransactionBegin
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
@@ -311,16 +311,3 @@ def test_kafka_keys_are_row_keys() -> None:
     assert messages[0].key == row_key(ORDERS, events[0].after)
     assert messages[1].key == row_key(ORDERS, events[1].before)
     assert all(m.kind == "change" and m.commit_lsn == 0x16B3748 for m in messages)
-
-
-@pytest.mark.parametrize(
-    ("settings", "named"),
-    [
-        ({"shareplex.nope": "1"}, "shareplex.nope"),
-        ({"canal.database_name": "schema"}, "canal.database_name"),
-        ({"shareplex.truncate": "maybe"}, "shareplex.truncate"),
-    ],
-)
-def test_bad_settings_are_config_errors_naming_the_key(settings: dict, named: str) -> None:
-    with pytest.raises(ConfigError, match=named):
-        ShareplexEncoder(FormatOptions(settings=settings))
