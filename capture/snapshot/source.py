@@ -157,6 +157,7 @@ class _TableLoad:
     progress: TableProgress | None = None
     started: float = field(default_factory=time.monotonic)
     emitted_rows: int = 0
+    dropped: bool = False
 
     @property
     def finished(self) -> bool:
@@ -330,9 +331,14 @@ class LoadingSource:
         return self._conn
 
     def _catalog(self, what: str, query: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """``query`` on the load's connection; failures become one-line walcast errors."""
+        """``query`` on the load's connection; failures become one-line walcast errors.
+
+        A table dropped meanwhile raises :class:`_TableGone`.
+        """
         try:
             return query(self._connection())
+        except psycopg.errors.UndefinedTable as exc:
+            raise _TableGone(f"the table was dropped ({_describe(exc, self._dsn)})") from None
         except psycopg.OperationalError as exc:
             if self._conn is not None:
                 self._conn.close()
@@ -454,42 +460,48 @@ class LoadingSource:
             load = self._loads.get(relation_id)
             if load is None or load.planned_all:
                 continue
-            if load.layout is None:
-                layout = self._catalog(
-                    f"reading the layout of {load.name}",
-                    functools.partial(
-                        catalog.table_layout,
-                        relation_id=relation_id,
-                        publications=self.publications,
-                    ),
-                )
-                if layout is None:
-                    self._dropped(load, "the table no longer exists")
-                    continue
-                load.layout = layout
-                load.table = self._table(layout)
-                if load.progress is not None and load.progress.state == "pending":
-                    load.progress.state = "loading"
-                    self._progress.save(load.progress)
-            layout = load.layout
-            if not layout.chunk_key:
-                upper = None
-            else:
-                upper = self._catalog(
-                    f"planning the next chunk of {load.name}",
-                    functools.partial(
-                        next_upper,
-                        table=layout,
-                        lower=load.next_lower,
-                        chunk_rows=self.settings.chunk_rows,
-                    ),
-                )
+            try:
+                layout = load.layout or self._start_table(load)
+                upper = self._planned_upper(load, layout) if layout.chunk_key else None
+            except _TableGone as gone:
+                self._dropped(load, str(gone))
+                continue
             chunk = Chunk(layout, load.next_number, load.next_lower, upper, load.request)
             load.next_number += 1
             load.next_lower = upper
             load.planned_all = upper is None
             return chunk, load
         return None
+
+    def _start_table(self, load: _TableLoad) -> TableLayout:
+        """Read the table's layout when its first chunk is planned."""
+        layout = self._catalog(
+            f"reading the layout of {load.name}",
+            functools.partial(
+                catalog.table_layout,
+                relation_id=load.relation_id,
+                publications=self.publications,
+            ),
+        )
+        if layout is None:
+            raise _TableGone("the table no longer exists")
+        load.layout = layout
+        load.table = self._table(layout)
+        if load.progress is not None and load.progress.state == "pending":
+            load.progress.state = "loading"
+            self._progress.save(load.progress)
+        return layout
+
+    def _planned_upper(self, load: _TableLoad, layout: TableLayout) -> Bound | None:
+        return self._catalog(
+            f"planning the next chunk of {load.name}",
+            functools.partial(
+                next_upper,
+                table=layout,
+                lower=load.next_lower,
+                chunk_rows=self.settings.chunk_rows,
+            ),
+        )
 
     def _table(self, layout: TableLayout) -> Table:
         """The table as a Relation message would describe it."""
@@ -513,6 +525,9 @@ class LoadingSource:
         return self._relations.apply_relation(relation)
 
     def _dropped(self, load: _TableLoad, reason: str) -> None:
+        if load.dropped:
+            return
+        load.dropped = True
         log.warning("snapshot_table_dropped", table=load.name, request=load.request, reason=reason)
         self._loads.pop(load.relation_id, None)
         if load.relation_id in self._order:
@@ -544,6 +559,9 @@ class LoadingSource:
         read, load = entry
         chunk = read.chunk
         load.in_flight -= 1
+        if load.dropped:
+            drain(read, self.inner.keep_alive)
+            return
         first = self._next_result(read)
         if first[0] == "error":
             self._read_failed(load, chunk, first[1])
@@ -621,7 +639,9 @@ class LoadingSource:
         load.in_flight += 1
 
     def _read_failed(self, load: _TableLoad, chunk: Chunk, exc: BaseException) -> None:
-        if isinstance(exc, psycopg.errors.UndefinedTable):
+        if isinstance(exc, psycopg.errors.UndefinedTable) or (
+            "could not open relation with OID" in str(exc)
+        ):
             self._dropped(load, "the table was dropped during the load")
             return
         if isinstance(exc, psycopg.errors.InsufficientPrivilege):
@@ -709,6 +729,8 @@ class LoadingSource:
         delivered = self._delivered_lsn()
         while self._emitted and self._emitted[0][0] <= delivered:
             _, load, number = self._emitted.popleft()
+            if load.dropped:
+                continue
             load.delivered_numbers.add(number)
             progress = load.progress
             assert progress is not None
@@ -763,3 +785,7 @@ def _kinds(values: tuple[bytes | None, ...]) -> bytes:
 def _describe(exc: BaseException, dsn: str) -> str:
     lines = dsn_util.scrub(str(exc), dsn).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+class _TableGone(Exception):  # noqa: N818 - an outcome, handled where it is raised
+    """The table being loaded was dropped (``relation … does not exist``)."""
