@@ -109,8 +109,10 @@ class SkipCommitted:
             first_new=format_lsn(first.commit_lsn),
             transactions=self.skipped_transactions,
             changes=self.skipped_changes,
-            detail="the slot replayed transactions that Kafka already had (committed before "
-            "the slot was confirmed); they were not sent again",
+            detail=f"the slot replayed {self.skipped_transactions} transaction(s) that Kafka "
+            "already had (committed there before the slot was confirmed); not sent again"
+            if self.skipped_transactions
+            else "the slot resumed right after what Kafka has",
         )
 
     def acknowledge(self, lsn: int) -> None:

@@ -17,9 +17,9 @@ How:
   (PostgreSQL transactions, load chunks, logical messages), batched: it is committed at the
   first unit boundary after :data:`COMMIT_INTERVAL` seconds or :data:`COMMIT_MESSAGES`
   messages, when the source is idle (a pump pass that sent nothing), and at a graceful
-  stop. Everything goes inside a transaction (a transactional producer cannot write
-  outside one): changes of every format and topic, transaction messages, table layouts,
-  heartbeats, load progress.
+  stop. Everything of the stream goes inside a transaction: changes of every format and
+  topic, transaction messages, table layouts, heartbeats. Load progress records alone go
+  through the base class's non-transactional idempotent producer (:meth:`publish`).
 * **Delivery = commit.** ``open_unit`` takes one extra ``outstanding`` token on the unit
   and releases it only after ``commit_transaction`` succeeded, so the
   :class:`~capture.position.PositionLedger` passes a unit (and the slot is confirmed past
@@ -64,8 +64,8 @@ passes through the transaction coordinator. Consumers reading read_uncommitted s
 messages too: EOS holds only at read_committed.
 
 Limits: the exactly-once guarantee covers the stream. A load chunk's progress record is
-written in a later transaction than the chunk, so a crash between them reloads that chunk
-(its rows arrive again, as a load does after any restart).
+written after the chunk's transaction committed, so a crash between them loads that chunk
+again (its rows arrive again, as a load does after any restart).
 """
 
 from __future__ import annotations
@@ -339,11 +339,22 @@ class TransactionalKafkaSink(KafkaSink):
         self.send(output, output.encoder.change(event), unit)
 
     def publish(self, topic: str, key: bytes, value: bytes) -> None:
-        """Produce a walcast record (load progress) inside the Kafka transaction."""
-        if not self._in_txn:
-            self._begin()
-        KafkaSink.publish(self, topic, key, value)
-        self._sent = True
+        """Produce a walcast record (load progress) with the non-transactional producer.
+
+        A progress record is written after the chunks it counts were committed, never with
+        them, so a transaction would not make it atomic with them; outside transactions it
+        needs no producer ready before this process holds the slot (the initial load's
+        record is written before the slot exists), and the progress topic, which daemons
+        of both modes may share, holds no transaction markers.
+        """
+        while True:
+            try:
+                self._plain.produce(topic, value, key)
+            except BufferError:
+                self._plain.poll(WAIT_STEP)
+                self.wait_hook()
+            else:
+                return
 
     def announce(self, table: Table) -> None:
         """Publish the table's layout inside the transaction (aborted with it, if so)."""
@@ -354,6 +365,8 @@ class TransactionalKafkaSink(KafkaSink):
     def service(self, timeout: float) -> None:
         """Serve deliveries; commit at a boundary when due, or when the source is idle."""
         KafkaSink.service(self, timeout)
+        if self.producer is not self._plain:
+            self._plain.poll(0)  # walcast records' reports
         if self._in_txn:
             now = self._clock()
             age = now - self._txn_started
@@ -368,17 +381,26 @@ class TransactionalKafkaSink(KafkaSink):
         """Commit what is complete, or abort a transaction holding a partial unit.
 
         Returns the number of messages not committed (0 when the transaction committed, or
-        held only what is sent again after a restart anyway).
+        held only what is sent again after a restart anyway), plus the walcast records
+        (:meth:`publish`) Kafka has not confirmed.
         """
+        deadline = self._clock() + timeout
+        undelivered = self._drain_transaction(deadline)
+        while len(self._plain) > 0 and self._clock() < deadline:
+            self._plain.flush(WAIT_STEP)
+            self.wait_hook()
+        return undelivered + len(self._plain)
+
+    def _drain_transaction(self, deadline: float) -> int:
         if not self._in_txn:
             return 0
         if self._open is not None or self._partial:
             self._log_abort("stopped inside a PostgreSQL transaction; it is sent again on restart")
-            if self._abort_transaction(self._clock() + timeout):
+            if self._abort_transaction(deadline):
                 return 0
             return max(len(self.producer), 1)
         try:
-            if self._commit(self._clock() + timeout):
+            if self._commit(deadline):
                 return 0
         except KafkaTransactionAbortedError as exc:
             self.abort(exc.one_line())

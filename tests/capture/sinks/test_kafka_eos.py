@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from capture.events import Op, StreamItem, TransactionBegin, TransactionCommit
 from capture.formats import format_class
@@ -190,3 +191,22 @@ def test_a_transaction_that_outlives_the_kafka_timeout_stops_with_one_line(setup
     assert "without --exactly-once" in text
     sink.abort("test over")
     assert setup.visible() == []
+
+
+def test_walcast_records_go_outside_transactions_before_any_is_needed(setup: Setup) -> None:
+    # The initial load's record is written before the slot exists: no transactional
+    # producer is made for it, and the progress topic gets no transaction markers.
+    sink = setup.sink()
+    topic = f"{setup.prefix}.progress"
+    sink.publish(topic, b"slot/table", b"{}")
+    assert sink.drain(10) == 0
+    assert sink.identity is None  # the source was not even asked who it is
+    records = read(setup.bootstrap, [topic])
+    assert [(r.key, r.value) for r in records] == [(b"slot/table", b"{}")]
+    consumer_end = records[0].offset + 1
+    consumer = Consumer({"bootstrap.servers": setup.bootstrap, "group.id": uuid.uuid4().hex})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+    assert high == consumer_end  # the last offset is the record, not a commit marker
