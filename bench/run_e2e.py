@@ -1,17 +1,21 @@
-"""End to end: PostgreSQL commit → `walcast run` → delivered in Kafka.
+"""End to end: PostgreSQL commit → `walcast run` → delivered in Kafka, in both delivery modes.
 
-Measures, in one run:
+Measures, in one run, over the same rows:
 
-1. throughput: N rows committed (in transactions of --rows-per-txn) before the daemon
-   starts; time from daemon start until the slot is acknowledged past the last commit,
-   i.e. until Kafka confirmed every message (rows/s);
-2. pg_recvlogical draining an identical slot (created at the same WAL position) to
-   /dev/null, for comparison (rows/s);
-3. commit-to-delivery latency at a fixed offered rate: single-row transactions at --rate
-   rows/s for --seconds, with the daemon running; a consumer reads each message and takes
-   now minus the commit time carried in the message (p50, p99).
+1. throughput of the default (at-least-once) daemon: N rows committed (in transactions of
+   --rows-per-txn) before the daemon starts; time from daemon start until the slot is
+   acknowledged past the last commit, i.e. until Kafka confirmed every message (rows/s);
+2. the same for ``walcast run --exactly-once`` on a second slot created at the same WAL
+   position (the same rows): until the slot is acknowledged past the last commit, i.e. until
+   every Kafka transaction holding them committed; then the ratio exactly-once/at-least-once;
+3. pg_recvlogical draining a third identical slot to /dev/null, for comparison (rows/s);
+4. commit-to-visible latency at a fixed offered rate, for each mode in turn: single-row
+   transactions at --rate rows/s for --seconds with that daemon running; a consumer
+   (read_committed for exactly-once) takes now minus the commit time carried in the
+   message (p50, p99).
 
-Usage: eval "$(scripts/local-services start all)"; python bench/run_e2e.py
+Usage: eval "$(scripts/local-services start all)"
+       flock /tmp/walcast-heavy.lock python bench/run_e2e.py
        [--rows 1000000] [--rows-per-txn 1000] [--format json] [--rate 2000] [--seconds 15]
 """
 
@@ -26,6 +30,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -33,6 +38,7 @@ import psycopg
 from confluent_kafka import Consumer
 
 REPO = Path(__file__).resolve().parent.parent
+MODES = {"at-least-once": [], "exactly-once": ["--exactly-once"]}
 
 
 def wal_lsn(conn: psycopg.Connection) -> int:
@@ -47,17 +53,98 @@ def confirmed(conn: psycopg.Connection, slot: str) -> int:
     return int(row[0])
 
 
-def start_daemon(
-    dsn: str, slot: str, pub: str, bootstrap: str, prefix: str, fmt: str, log: Path
-) -> subprocess.Popen[bytes]:
-    command = [
-        sys.executable, "-m", "capture", "run", "--dsn", dsn, "--slot", slot,
-        "--publication", pub, "--bootstrap-servers", bootstrap, "--format", fmt,
-        "--topic", prefix + ".{table}", "--metrics-port", "0", "--heartbeat-interval", "1",
-        "--schema-topic", prefix + ".schemas",
-    ]  # fmt: skip
-    handle = log.open("wb")
-    return subprocess.Popen(command, stdout=handle, stderr=handle, cwd=REPO)
+@dataclass
+class Run:
+    """One delivery mode: its slot, topic prefix and daemon."""
+
+    mode: str
+    slot: str
+    prefix: str
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    seconds: float = 0.0
+    latencies: tuple[float, float, int, int, float] | None = None
+    """p50 ms, p99 ms, received, sent, offered rows/s."""
+
+    def start(self, dsn: str, pub: str, bootstrap: str, fmt: str) -> None:
+        command = [
+            sys.executable, "-m", "capture", "run", "--dsn", dsn, "--slot", self.slot,
+            "--publication", pub, "--bootstrap-servers", bootstrap, "--format", fmt,
+            "--topic", self.prefix + ".{table}", "--metrics-port", "0",
+            "--heartbeat-interval", "1", "--schema-topic", self.prefix + ".schemas",
+            *MODES[self.mode],
+        ]  # fmt: skip
+        handle = self.log.open("ab")
+        self.process = subprocess.Popen(command, stdout=handle, stderr=handle, cwd=REPO)
+
+    def wait_until(self, conn: psycopg.Connection, end: int) -> None:
+        assert self.process is not None
+        while confirmed(conn, self.slot) < end:
+            if self.process.poll() is not None:
+                sys.exit(f"walcast run ({self.mode}) exited; see {self.log}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        if self.process.wait(timeout=120) != 0:
+            sys.exit(f"walcast run ({self.mode}) did not stop cleanly; see {self.log}")
+
+
+def measure_latency(
+    conn: psycopg.Connection, run: Run, table: str, bootstrap: str, args: argparse.Namespace
+) -> None:
+    """Offer single-row transactions at --rate with ``run``'s daemon caught up and running."""
+    first_id = int(conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]) + 1
+    latencies: list[float] = []
+    stop = threading.Event()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex}",
+            "auto.offset.reset": "latest",
+            "fetch.wait.max.ms": 10,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([f"{run.prefix}.{table}"])
+    while not consumer.assignment():
+        consumer.poll(0.2)
+
+    def consume() -> None:
+        while not stop.is_set():
+            message = consumer.poll(0.1)
+            if message is None or message.error():
+                continue
+            event = orjson.loads(message.value())
+            if int(event["after"]["id"]) < first_id:
+                continue
+            committed = dt.datetime.fromisoformat(event["commit_time"]).timestamp()
+            latencies.append(time.time() - committed)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    sent = 0
+    t0 = time.monotonic()
+    interval = 1.0 / args.rate
+    while time.monotonic() - t0 < args.seconds:
+        conn.execute(f"INSERT INTO {table} VALUES (%s, 'live', 0)", (first_id + sent,))
+        sent += 1
+        lag = t0 + sent * interval - time.monotonic()
+        if lag > 0:
+            time.sleep(lag)
+    offered = sent / (time.monotonic() - t0)
+    deadline = time.monotonic() + 30
+    while len(latencies) < sent and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    reader.join()
+    consumer.close()
+    latencies.sort()
+    if latencies:
+        p50 = statistics.median(latencies) * 1000
+        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+        run.latencies = (p50, p99, len(latencies), sent, offered)
 
 
 def main() -> int:
@@ -73,14 +160,18 @@ def main() -> int:
     pg_bin = Path(os.environ.get("WALCAST_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
     tag = uuid.uuid4().hex[:6]
     table, pub = f"e2e_{tag}", f"e2e_pub_{tag}"
-    slot_w, slot_r = f"e2e_w_{tag}", f"e2e_r_{tag}"
-    topic = f"bench_{tag}"
     logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"walcast-bench-{tag}"
     logs.mkdir(parents=True)
+    runs = [
+        Run(mode, f"e2e_{name}_{tag}", f"bench_{name}_{tag}", logs / f"{name}.log")
+        for mode, name in (("at-least-once", "alo"), ("exactly-once", "eos"))
+    ]
+    slot_r = f"e2e_r_{tag}"
+    slots = [r.slot for r in runs] + [slot_r]
     conn = psycopg.connect(dsn, autocommit=True)
     conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, val text, n integer)")
     conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")
-    for slot in (slot_w, slot_r):
+    for slot in slots:
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
     try:
         t0 = time.monotonic()
@@ -96,87 +187,39 @@ def main() -> int:
         end = wal_lsn(conn)
         print(f"loaded {args.rows} rows in {time.monotonic() - t0:.1f}s", file=sys.stderr)
 
-        # 1. walcast run: slot → Kafka, until every message is confirmed.
-        t0 = time.monotonic()
-        daemon = start_daemon(dsn, slot_w, pub, bootstrap, topic, args.format, logs / "run.log")
-        while confirmed(conn, slot_w) < end:
-            if daemon.poll() is not None:
-                sys.exit(f"walcast run exited; see {logs / 'run.log'}")
-            time.sleep(0.05)
-        ours = time.monotonic() - t0
+        # 1, 2. Each mode from its own slot, one after the other: slot → Kafka, confirmed.
+        for run in runs:
+            t0 = time.monotonic()
+            run.start(dsn, pub, bootstrap, args.format)
+            run.wait_until(conn, end)
+            run.seconds = time.monotonic() - t0
+            run.stop()
+            print(f"{run.mode}: {run.seconds:.1f}s", file=sys.stderr)
 
-        # 2. pg_recvlogical on the identical slot.
+        # 3. pg_recvlogical on the third identical slot.
         t0 = time.monotonic()
         subprocess.run(
             [
-                str(pg_bin / "pg_recvlogical"),
-                "-d",
-                dsn,
-                "--slot",
-                slot_r,
-                "--start",
-                "--endpos",
-                f"{end >> 32:X}/{end & 0xFFFFFFFF:X}",
-                "-f",
-                "/dev/null",
-                "--no-loop",
-                "-o",
-                "proto_version=1",
-                "-o",
-                f"publication_names={pub}",
+                str(pg_bin / "pg_recvlogical"), "-d", dsn, "--slot", slot_r, "--start",
+                "--endpos", f"{end >> 32:X}/{end & 0xFFFFFFFF:X}", "-f", "/dev/null",
+                "--no-loop", "-o", "proto_version=1", "-o", f"publication_names={pub}",
             ],
             check=True,
-        )
+        )  # fmt: skip
         recv = time.monotonic() - t0
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (slot_r,))
 
-        # 3. Latency at a fixed offered rate, daemon still running.
-        latencies: list[float] = []
-        stop = threading.Event()
-        consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"bench-{tag}",
-                "auto.offset.reset": "latest",
-                "fetch.wait.max.ms": 10,
-            }
-        )
-        consumer.subscribe([f"{topic}.{table}"])
-        while not consumer.assignment():
-            consumer.poll(0.2)
-
-        def consume() -> None:
-            while not stop.is_set():
-                message = consumer.poll(0.1)
-                if message is None or message.error():
-                    continue
-                event = orjson.loads(message.value())
-                if int(event["after"]["id"]) <= args.rows:
-                    continue
-                committed = dt.datetime.fromisoformat(event["commit_time"]).timestamp()
-                latencies.append(time.time() - committed)
-
-        reader = threading.Thread(target=consume, daemon=True)
-        reader.start()
-        sent = 0
-        t0 = time.monotonic()
-        interval = 1.0 / args.rate
-        while time.monotonic() - t0 < args.seconds:
-            conn.execute(f"INSERT INTO {table} VALUES (%s, 'live', 0)", (args.rows + sent + 1,))
-            sent += 1
-            lag = t0 + sent * interval - time.monotonic()
-            if lag > 0:
-                time.sleep(lag)
-        offered = sent / (time.monotonic() - t0)
-        deadline = time.monotonic() + 30
-        while len(latencies) < sent and time.monotonic() < deadline:
-            time.sleep(0.1)
-        stop.set()
-        reader.join()
-        consumer.close()
-        daemon.terminate()
-        daemon.wait(timeout=120)
+        # 4. Latency at a fixed offered rate, each daemon in turn, once it caught up.
+        for run in runs:
+            run.start(dsn, pub, bootstrap, args.format)
+            run.wait_until(conn, wal_lsn(conn))
+            measure_latency(conn, run, table, bootstrap, args)
+            run.stop()
     finally:
-        for slot in (slot_w, slot_r):
+        for run in runs:
+            if run.process is not None and run.process.poll() is None:
+                run.process.kill()
+        for slot in slots:
             conn.execute(
                 "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                 "WHERE slot_name = %s AND NOT active",
@@ -184,18 +227,23 @@ def main() -> int:
             )
         conn.execute(f"DROP PUBLICATION IF EXISTS {pub}")
         conn.execute(f"DROP TABLE IF EXISTS {table}")
-    latencies.sort()
+    alo, eos = runs
     print(f"format: {args.format}, rows: {args.rows} ({args.rows_per_txn} per transaction)")
-    print(f"walcast run → Kafka (confirmed): {ours:7.2f} s  {args.rows / ours:10,.0f} rows/s")
-    print(f"pg_recvlogical → /dev/null:     {recv:7.2f} s  {args.rows / recv:10,.0f} rows/s")
-    print(f"ratio walcast/pg_recvlogical: {recv / ours:.2f}")
-    if latencies:
-        p50 = statistics.median(latencies) * 1000
-        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+    for run in runs:
         print(
-            f"latency at {offered:,.0f} rows/s offered ({len(latencies)}/{sent} received): "
-            f"p50 {p50:.1f} ms, p99 {p99:.1f} ms (commit → consumer)"
+            f"walcast run {run.mode + ':':15} {run.seconds:7.2f} s  "
+            f"{args.rows / run.seconds:10,.0f} rows/s  (until the slot is confirmed past the end)"
         )
+    print(f"pg_recvlogical → /dev/null:     {recv:7.2f} s  {args.rows / recv:10,.0f} rows/s")
+    print(f"ratio at-least-once/pg_recvlogical: {recv / alo.seconds:.2f}")
+    print(f"ratio exactly-once/at-least-once:   {alo.seconds / eos.seconds:.2f}")
+    for run in runs:
+        if run.latencies is not None:
+            p50, p99, received, sent, offered = run.latencies
+            print(
+                f"latency {run.mode} at {offered:,.0f} rows/s offered ({received}/{sent} "
+                f"received): p50 {p50:.1f} ms, p99 {p99:.1f} ms (commit → read_committed consumer)"
+            )
     return 0
 
 

@@ -175,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="send an UPDATE that changes the key as DELETE + INSERT",
     )
     run.add_argument("--schema-topic", help="topic for table layouts ('' disables)")
+    run.add_argument(
+        "--exactly-once",
+        action="store_true",
+        default=None,
+        help="write in Kafka transactions: read_committed consumers see every change once, "
+        "across crashes (kafka.exactly_once; slower than the default at-least-once)",
+    )
     _add_snapshot_arguments(run)
     run.add_argument(
         "--producer-option",
@@ -267,6 +274,7 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
         "kafka": {
             "bootstrap_servers": args.bootstrap_servers,
             "producer": key_values(args.producer_option, "--producer-option") or None,
+            "exactly_once": args.exactly_once,
         },
         "daemon": {
             "metrics_port": args.metrics_port,
