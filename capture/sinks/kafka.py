@@ -162,7 +162,8 @@ class KafkaSink:
 
         confluent-kafka raises a fatal error (an idempotence or transaction failure, being
         fenced) from ``poll``/``flush`` instead of handing it to ``error_cb``, and delivery
-        reports served in that same call then fail with a ``SystemError`` chained to it.
+        reports served in that same call then fail with a ``SystemError`` chained to it (or
+        the call fails with a bare ``SystemError``).
         """
         try:
             if flush:
@@ -170,11 +171,17 @@ class KafkaSink:
             return int(self.producer.poll(timeout))
         except (KafkaException, SystemError) as exc:
             error = fatal_error(exc)
-            if error is None:
-                raise
-            self._fatal = error
-            self._check()
-            raise  # pragma: no cover - _check raised
+            if error is not None:
+                self._fatal = error
+                self._check()
+            raise self._client_failed(exc) from None
+
+    def _client_failed(self, exc: BaseException) -> WalcastError:
+        """The error to stop with when the Kafka client itself failed (no Kafka error)."""
+        return KafkaSinkError(
+            f"the Kafka client failed: {exc}",
+            hint="restart walcast; nothing was acknowledged past what Kafka confirmed",
+        )
 
     def _check(self) -> None:
         """Raise for a refused client; report an outage once it lasted ``error_after``."""

@@ -437,6 +437,17 @@ class TransactionalKafkaSink(KafkaSink):
             raise self._fenced(fatal)
         KafkaSink._check(self)  # noqa: SLF001 - our own base class
 
+    def _client_failed(self, exc: BaseException) -> WalcastError:
+        """The client failed without a Kafka error: the session starts again.
+
+        The producer is dropped and the next session starts from what Kafka committed (a
+        fenced zombie then finds its slot taken).
+        """
+        return KafkaTransactionAbortedError(
+            f"the Kafka client failed inside the transaction ending at {self._position()}: {exc}",
+            hint="walcast aborts it and resumes from what Kafka committed",
+        )
+
     def _generation_error(self, generation: int, error: KafkaError) -> None:
         """Client errors of the current producer only (a discarded one is fenced by design)."""
         if generation == self._generation:
@@ -622,7 +633,7 @@ class TransactionalKafkaSink(KafkaSink):
                     self._fatal = fatal
                     self._check()
                 if not isinstance(exc, KafkaException):
-                    raise
+                    raise self._client_failed(exc) from None
                 error = exc.args[0]
                 if not error.retriable():
                     self._failed_unit()
