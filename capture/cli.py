@@ -152,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(TOML), then WALCAST__<SECTION>__<KEY> environment variables, then these flags.",
     )
     run.add_argument("--config", help="TOML configuration file")
+    run.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective settings as TOML (secrets redacted) and exit",
+    )
     run.add_argument("--dsn", help="libpq connection string (source.dsn)")
     run.add_argument("--slot", help="replication slot (source.slot)")
     run.add_argument("--publication", action="append", help="publication (repeatable)")
@@ -295,6 +300,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dsn is None and "WALCAST_DSN" in environ:
         args.dsn = environ["WALCAST_DSN"]
     config = daemon_config.load(args.config, _run_cli_values(args), environ)
+    if args.print_config:
+        sys.stdout.write(daemon_config.render_toml(config))
+        return 0
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop.handle)
     signal.signal(signal.SIGINT, stop.handle)

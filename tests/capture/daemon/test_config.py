@@ -145,3 +145,189 @@ def test_topic_names_are_made_legal() -> None:
     assert topic_name("walcast.json.public.orders") == "walcast.json.public.orders"
     assert topic_name("walcast.json.Sales Data.Ünits") == "walcast.json.Sales_Data._nits"
     assert len(topic_name("x" * 400)) == 249
+
+
+# -- the settings table: example file, environment, --print-config --------------------------
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_example_file_is_generated_from_the_settings_table() -> None:
+    from capture.daemon.config import example_toml  # noqa: PLC0415
+
+    assert (REPO / "walcast.example.toml").read_text() == example_toml(), (
+        "walcast.example.toml is out of date: python -m capture.daemon.config > "
+        "walcast.example.toml"
+    )
+
+
+def test_every_setting_is_in_the_example_and_loads_with_its_default() -> None:
+    import dataclasses  # noqa: PLC0415
+
+    from capture.daemon.config import (  # noqa: PLC0415
+        OUTPUT_SETTINGS,
+        SETTINGS,
+        DaemonConfig,
+        OutputConfig,
+    )
+
+    text = (REPO / "walcast.example.toml").read_text()
+    config = load(str(REPO / "walcast.example.toml"), NO_CLI, {})
+    fields = {f.name: f for f in dataclasses.fields(DaemonConfig)}
+    for setting in SETTINGS:
+        assert (
+            f"\n{setting.key} = " in text
+            or f"\n# {setting.key} = " in text
+            or (f"[{setting.section}.{setting.key}]" in text)
+        ), setting.name
+        assert setting.help.strip(), setting.name
+        assert "\n" not in setting.help, setting.name
+        assert setting.key in fields, f"{setting.name} has no DaemonConfig field"
+        if setting.required:
+            assert setting.example is not None, setting.name
+            continue
+        field = fields[setting.key]
+        default = (
+            field.default_factory()  # type: ignore[misc]
+            if field.default_factory is not dataclasses.MISSING
+            else field.default
+        )
+        assert default == setting.default, setting.name
+        assert getattr(config, setting.key) == setting.default, setting.name
+    output_fields = {f.name for f in dataclasses.fields(OutputConfig)}
+    assert {s.key for s in OUTPUT_SETTINGS} == output_fields
+
+
+def test_new_settings_have_the_contract_defaults(tmp_path: Path) -> None:
+    config = load(write(tmp_path, GOOD), NO_CLI, {})
+    assert config.snapshot == "auto"
+    assert (config.snapshot_workers, config.snapshot_chunk_rows) == (2, 50_000)
+    assert config.snapshot_topic == "walcast.snapshots"
+    assert (config.exactly_once, config.offsets_topic) == (False, "walcast.offsets")
+    assert (config.degraded_after, config.kafka_error_after) == (60.0, 30.0)
+
+
+def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None:
+    env = {
+        "WALCAST__SOURCE__SNAPSHOT": "initial-only",
+        "WALCAST__SOURCE__SNAPSHOT_WORKERS": "4",
+        "WALCAST__SOURCE__SNAPSHOT_CHUNK_ROWS": "1000",
+        "WALCAST__SOURCE__PUBLISH_TABLES": "a.b, c.d",
+        "WALCAST__SOURCE__SPILL_DIR": "/tmp/spill",
+        "WALCAST__KAFKA__EXACTLY_ONCE": "true",
+        "WALCAST__KAFKA__OFFSETS_TOPIC": "my.offsets",
+        "WALCAST__DAEMON__SNAPSHOT_TOPIC": "my.snapshots",
+        "WALCAST__DAEMON__DEGRADED_AFTER": "3",
+        "WALCAST__DAEMON__KAFKA_ERROR_AFTER": "2.5",
+        "WALCAST__DAEMON__METRICS_HOST": "0.0.0.0",
+    }
+    config = load(write(tmp_path, GOOD), NO_CLI, env)
+    assert config.snapshot == "initial-only"
+    assert (config.snapshot_workers, config.snapshot_chunk_rows) == (4, 1000)
+    assert config.publish_tables == ["a.b", "c.d"]
+    assert config.spill_dir == "/tmp/spill"
+    assert (config.exactly_once, config.offsets_topic) == (True, "my.offsets")
+    assert config.snapshot_topic == "my.snapshots"
+    assert (config.degraded_after, config.kafka_error_after) == (3.0, 2.5)
+    assert config.metrics_host == "0.0.0.0"
+    flags = {"source": {"snapshot": "never"}, "kafka": {"exactly_once": False}}
+    config = load(write(tmp_path, GOOD), flags, env)
+    assert (config.snapshot, config.exactly_once) == ("never", False)
+    with pytest.raises(ConfigError, match=r"WALCAST__KAFKA__PRODUCER: kafka\.producer is a table"):
+        load(write(tmp_path, GOOD), NO_CLI, {"WALCAST__KAFKA__PRODUCER": "x"})
+
+
+@pytest.mark.parametrize(
+    ("section", "line", "setting"),
+    [
+        ("[source]", 'snapshot = "sometimes"', "source.snapshot"),
+        ("[source]", "snapshot_workers = 0", "source.snapshot_workers"),
+        ("[source]", 'snapshot_chunk_rows = "many"', "source.snapshot_chunk_rows"),
+        ("[source]", "proto_version = 5", "source.proto_version"),
+        ("[source]", "publish_tables = 3", "source.publish_tables"),
+        ("[kafka]", 'exactly_once = "maybe"', "kafka.exactly_once"),
+        ("[kafka]", 'offsets_topic = ""', "kafka.offsets_topic"),
+        ("[kafka]", 'offsets_topic = "a b"', "kafka.offsets_topic"),
+        ("[daemon]", 'snapshot_topic = ".."', "daemon.snapshot_topic"),
+        ("[daemon]", "degraded_after = 0", "daemon.degraded_after"),
+        ("[daemon]", "kafka_error_after = -1", "daemon.kafka_error_after"),
+        ("[daemon]", "metrics_host = [1]", "daemon.metrics_host"),
+        ("[[outputs]]", '[outputs.settings]\n"canal.nope" = "1"', "outputs[2].settings"),
+        ("[[outputs]]", '[outputs.settings]\n"ibm.max_message_size" = "x"', "outputs[2].settings"),
+        ("[[outputs]]", 'topc = "x"', "outputs[2].topc"),
+    ],
+)
+def test_bad_new_settings_are_named(tmp_path: Path, section: str, line: str, setting: str) -> None:
+    if section == "[[outputs]]":
+        fmt = "ibm" if "ibm." in line else "canal"
+        text = f'{GOOD}\n[[outputs]]\nformat = "{fmt}"\n{line}\n'
+    else:
+        text = GOOD.replace(f"{section}\n", f"{section}\n{line}\n", 1)
+        assert text != GOOD
+    with pytest.raises(ConfigError) as info:
+        load(write(tmp_path, text), NO_CLI, {})
+    assert str(info.value).startswith(f"{setting}:"), str(info.value)
+    assert "\n" not in info.value.one_line()
+
+
+def test_print_config_loads_back_and_redacts_secrets(tmp_path: Path) -> None:
+    from capture.daemon.config import render_toml  # noqa: PLC0415
+
+    secret_file = tmp_path / "kafka.secret"
+    secret_file.write_text("kafka-S3cret\n")
+    text = GOOD.replace(
+        'bootstrap_servers = "broker:9092"',
+        'bootstrap_servers = "broker:9092"\nsasl_mechanism = "PLAIN"\nsasl_username = "u"\n'
+        f'sasl_password_file = "{secret_file}"\nexactly_once = true',
+    )
+    env = {"WALCAST__DAEMON__DEGRADED_AFTER": "7", "PGPW": "pg-S3cret"}
+    config = load(
+        write(
+            tmp_path, text.replace('slot = "walcast"', 'slot = "walcast"\npassword_env = "PGPW"')
+        ),
+        {"outputs": {"list": [{"format": "ibm", "settings": {"ibm.column_delimiter": ";"}}]}},
+        env,
+    )
+    shown = render_toml(config)
+    assert "kafka-S3cret" not in shown
+    assert "pg-S3cret" not in shown
+    assert 'password_env = "PGPW"' in shown
+    assert "degraded_after = 7.0" in shown
+    assert '"ibm.column_delimiter" = ";"' in shown
+    again_path = tmp_path / "again.toml"
+    again_path.write_text(shown)
+    again = load(str(again_path), NO_CLI, {"PGPW": "pg-S3cret"})
+    assert repr(again) == repr(config)
+    assert again.full_dsn() == config.full_dsn()
+    assert again.producer_settings() == config.producer_settings()
+
+    with_password = load(
+        write(tmp_path, GOOD.replace("user=cdc", "user=cdc password='pg S3cret'")), NO_CLI, {}
+    )
+    shown = render_toml(with_password)
+    assert "S3cret" not in shown
+    assert "password=********" in shown
+    producer_secret = GOOD.replace('"compression.type" = "zstd"', '"ssl.key.pem" = "PEM-S3cret"')
+    shown = render_toml(load(write(tmp_path, producer_secret), NO_CLI, {}))
+    assert "PEM-S3cret" not in shown
+    assert '"ssl.key.pem" = "********"' in shown
+
+
+def test_run_print_config_through_the_cli(tmp_path: Path) -> None:
+    from tests.support.scenario import walcast  # noqa: PLC0415
+
+    done = walcast(
+        "run", "--config", write(tmp_path, GOOD), "--print-config", "--exactly-once",
+        "--dsn", "host=db user=cdc password=Pr1nt-S3cret", "--snapshot", "never",
+        env={"WALCAST__DAEMON__KAFKA_ERROR_AFTER": "5"},
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Pr1nt-S3cret" not in done.stdout + done.stderr
+    assert "exactly_once = true" in done.stdout
+    assert 'snapshot = "never"' in done.stdout
+    assert "kafka_error_after = 5.0" in done.stdout
+    assert 'format = "ibm"' in done.stdout
+    done = walcast("run", "--print-config", "--slot", "s", env={"WALCAST_DSN": ""}, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "walcast: error: source.dsn: required setting is missing"
