@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     from capture import consume  # noqa: PLC0415
 
     consume.add_parser(commands)
+    from capture import slot, status  # noqa: PLC0415
+
+    status.add_parser(commands)
+    slot.add_parser(commands)
     from capture.snapshot import requests as snapshot_requests  # noqa: PLC0415
 
     snapshot_requests.add_parser(commands)

@@ -2,18 +2,25 @@
 
 One module holds what walcast asks the catalog (``tail``, ``run``, ``status`` and the load
 use the same functions, so they cannot drift apart): primary keys, the tables of
-publications with their replica identity, and the WAL a slot retains. Every function takes
-an ordinary (non-replication) psycopg connection and quotes identifiers with
-:mod:`psycopg.sql` or passes them as parameters; none commits or changes anything.
+publications with their replica identity, the state of replication slots and the WAL they
+retain. Every function takes an ordinary (non-replication) psycopg connection and quotes
+identifiers with :mod:`psycopg.sql` or passes names as parameters; none commits or changes
+anything.
+
+LSNs come back as integers (``pg_lsn - '0/0'``); sizes in bytes; lag times in seconds.
+Columns a server version does not have (``wal_status`` and ``safe_wal_size`` before 13,
+``two_phase`` before 14, ``reply_time`` before 12) come back as None.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 _IDENTITY = {"d": "default", "f": "full", "i": "index", "n": "nothing"}
 
@@ -184,13 +191,13 @@ def _published_columns(
 def _index_columns(conn: psycopg.Connection[Any], relation_id: int, flag: str) -> tuple[str, ...]:
     """Columns of the index of ``relation_id`` with boolean ``pg_index`` column ``flag``."""
     assert flag in ("indisprimary", "indisreplident")
-    rows = conn.execute(
-        "SELECT a.attname FROM pg_index i "  # noqa: S608 - flag is one of two literals
+    query = sql.SQL(
+        "SELECT a.attname FROM pg_index i "
         "JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true "
         "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
-        f"WHERE i.indrelid = %s AND i.{flag} ORDER BY k.n",
-        (relation_id,),
-    ).fetchall()
+        "WHERE i.indrelid = %s AND i.{} ORDER BY k.n"
+    ).format(sql.Identifier(flag))
+    rows = conn.execute(query, (relation_id,)).fetchall()
     return tuple(str(r[0]) for r in rows)
 
 
@@ -230,3 +237,179 @@ def type_names(
         ([int(o) for o in type_oids],),
     ).fetchall()
     return [(int(o), str(ns), str(name)) for o, ns, name in rows]
+
+
+# -- publications ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """A publication of the connected database."""
+
+    name: str
+    all_tables: bool
+    operations: tuple[str, ...]
+    """What it publishes, of ``insert``, ``update``, ``delete``, ``truncate``."""
+
+
+def publications(conn: psycopg.Connection[Any], names: Sequence[str] = ()) -> list[Publication]:
+    """The publications called ``names`` (every publication of the database when empty).
+
+    Names that do not exist are simply absent from the result.
+    """
+    truncate = "p.pubtruncate" if conn.info.server_version >= 110000 else "false"
+    query = sql.SQL(
+        "SELECT p.pubname, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, {} "
+        "FROM pg_publication p WHERE cardinality(%s::text[]) = 0 OR p.pubname = ANY(%s) "
+        "ORDER BY 1"
+    ).format(sql.SQL(truncate))
+    rows = conn.execute(query, (list(names), list(names))).fetchall()
+    ops = ("insert", "update", "delete", "truncate")
+    return [
+        Publication(
+            str(r[0]), bool(r[1]), tuple(op for op, on in zip(ops, r[2:], strict=True) if on)
+        )
+        for r in rows
+    ]
+
+
+# -- replication slots -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SlotStatus:
+    """A replication slot as ``pg_replication_slots`` and ``pg_stat_replication`` see it."""
+
+    name: str
+    slot_type: str
+    """``logical`` or ``physical``."""
+    plugin: str | None
+    """Output plugin (``pgoutput``); None for a physical slot."""
+    database: str | None
+    temporary: bool
+    active_pid: int | None
+    """The walsender streaming from the slot, or None when nobody is."""
+    confirmed_flush_lsn: int | None
+    """What the consumer has confirmed (logical slots only)."""
+    restart_lsn: int | None
+    """The oldest WAL the slot still needs; None once the slot is lost."""
+    current_lsn: int
+    """The server's current WAL position (its replay position on a standby)."""
+    wal_status: str | None
+    """``reserved``, ``extended``, ``unreserved`` or ``lost`` (PostgreSQL 13+)."""
+    safe_wal_size: int | None
+    """Bytes of WAL that can still be written before the slot is invalidated (PostgreSQL
+    13+; None when ``max_slot_wal_keep_size`` is -1, unlimited)."""
+    two_phase: bool | None
+    write_lag: float | None
+    flush_lag: float | None
+    replay_lag: float | None
+    """Seconds, from ``pg_stat_replication`` while the slot is active (None otherwise, and
+    a while after the consumer caught up with an idle server)."""
+    reply_time: datetime | None
+    """When the consumer last sent a status update (while active; PostgreSQL 12+)."""
+
+    @property
+    def active(self) -> bool:
+        """Whether a walsender streams from the slot now."""
+        return self.active_pid is not None
+
+    @property
+    def lag_bytes(self) -> int | None:
+        """WAL written since the consumer's confirmed position (None: not a logical slot)."""
+        if self.confirmed_flush_lsn is None:
+            return None
+        return max(self.current_lsn - self.confirmed_flush_lsn, 0)
+
+    @property
+    def wal_retained(self) -> int | None:
+        """Bytes of WAL the server keeps for the slot (None once it is lost)."""
+        if self.restart_lsn is None:
+            return None
+        return max(self.current_lsn - self.restart_lsn, 0)
+
+
+def _lsn(column: str) -> sql.Composable:
+    return sql.SQL("({} - '0/0'::pg_lsn)::int8").format(sql.SQL(column))
+
+
+def slot_status(conn: psycopg.Connection[Any], slot: str | None = None) -> list[SlotStatus]:
+    """The status of slot ``slot``, or of every logical slot of the connected database.
+
+    Empty when ``slot`` does not exist.
+    """
+    version = conn.info.server_version
+    null = sql.SQL("NULL")
+    query = sql.SQL(
+        "WITH here AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+        "  ELSE pg_current_wal_lsn() END AS lsn) "
+        "SELECT s.slot_name, s.slot_type, s.plugin, s.database, s.temporary, s.active_pid, "
+        "{confirmed}, {restart}, (here.lsn - '0/0'::pg_lsn)::int8, {wal_status}, "
+        "{safe}, {two_phase}, extract(epoch FROM r.write_lag)::float8, "
+        "extract(epoch FROM r.flush_lag)::float8, extract(epoch FROM r.replay_lag)::float8, "
+        "{reply_time} "
+        "FROM pg_replication_slots s CROSS JOIN here "
+        "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
+        "WHERE CASE WHEN %(slot)s::text IS NULL "
+        "  THEN s.slot_type = 'logical' AND s.database = current_database() "
+        "  ELSE s.slot_name = %(slot)s END "
+        "ORDER BY s.slot_name"
+    ).format(
+        confirmed=_lsn("s.confirmed_flush_lsn"),
+        restart=_lsn("s.restart_lsn"),
+        wal_status=sql.SQL("s.wal_status") if version >= 130000 else null,
+        safe=sql.SQL("s.safe_wal_size") if version >= 130000 else null,
+        two_phase=sql.SQL("s.two_phase") if version >= 140000 else null,
+        reply_time=sql.SQL("r.reply_time") if version >= 120000 else null,
+    )
+    rows = conn.execute(query, {"slot": slot}).fetchall()
+    return [
+        SlotStatus(
+            name=str(r[0]),
+            slot_type=str(r[1]),
+            plugin=_text(r[2]),
+            database=_text(r[3]),
+            temporary=bool(r[4]),
+            active_pid=_int(r[5]),
+            confirmed_flush_lsn=_int(r[6]),
+            restart_lsn=_int(r[7]),
+            current_lsn=int(r[8]),
+            wal_status=_text(r[9]),
+            safe_wal_size=_int(r[10]),
+            two_phase=None if r[11] is None else bool(r[11]),
+            write_lag=_float(r[12]),
+            flush_lag=_float(r[13]),
+            replay_lag=_float(r[14]),
+            reply_time=r[15] if isinstance(r[15], datetime) else None,
+        )
+        for r in rows
+    ]
+
+
+def slot_names(conn: psycopg.Connection[Any]) -> list[str]:
+    """Every replication slot of the server, by name."""
+    rows = conn.execute("SELECT slot_name FROM pg_replication_slots ORDER BY 1").fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def max_slot_wal_keep_size(conn: psycopg.Connection[Any]) -> int | None:
+    """``max_slot_wal_keep_size`` in bytes; None when unlimited (-1) or before PostgreSQL 13."""
+    row = conn.execute(
+        "SELECT setting::int8, unit FROM pg_settings WHERE name = 'max_slot_wal_keep_size'"
+    ).fetchone()
+    if row is None or int(row[0]) < 0:
+        return None
+    units = {"B": 1, "kB": 1024, "MB": 1024**2, "GB": 1024**3}
+    return int(row[0]) * units.get(str(row[1] or "B"), 1)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: object) -> int | None:
+    return None if value is None else int(str(value))
+
+
+def _float(value: object) -> float | None:
+    return None if value is None else float(str(value))

@@ -1,0 +1,314 @@
+"""``walcast status``: what a replication slot and its publications look like right now.
+
+Per slot (``--slot S``; default: every logical slot of the DSN's database): output plugin,
+the walsender streaming from it (pid) and when its consumer last replied, the confirmed
+flush LSN, the lag in bytes (current WAL position minus confirmed flush) and in time, the
+WAL the slot retains, and the risk that ``max_slot_wal_keep_size`` invalidates it.
+
+Lag in time comes from the consumer's last standby status update, as
+``pg_stat_replication`` measures it (``replay_lag``, else ``flush_lag``, else
+``write_lag``): it exists only while the slot is active, and PostgreSQL clears it a while
+after an idle consumer caught up. Otherwise it is reported as unknown, never guessed.
+
+Publications: a slot does not record which publications its consumer asks for (that is
+chosen at ``START_REPLICATION``), so status shows the publications named with
+``--publication`` (repeatable), and by default every publication of the database. For each
+table: its replica identity and primary key, and a note when PostgreSQL will refuse its
+UPDATEs or DELETEs (no key and identity DEFAULT, or identity NOTHING).
+
+``--json`` prints one JSON object (``slots`` and ``publications``, LSNs as ``X/Y`` text,
+sizes in bytes, lag time in seconds or null) for scripts and monitoring. Only reads the
+catalog (:mod:`capture.replication.catalog`); never changes anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from capture.errors import ConfigError, SetupError, lsn_text
+
+if TYPE_CHECKING:  # psycopg loads only when a command runs (keeps `walcast --help` fast)
+    import psycopg
+
+    from capture.replication.catalog import PublishedTable, SlotStatus
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``walcast status`` to the CLI (``args.func`` runs it)."""
+    parser = subparsers.add_parser(
+        "status",
+        help="show replication slots (lag, retained WAL, risk) and published tables",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_dsn_argument(parser)
+    parser.add_argument("--slot", help="only this slot (default: every logical slot here)")
+    parser.add_argument(
+        "--publication",
+        action="append",
+        help="show this publication's tables (repeatable; default: every publication)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=command)
+
+
+def add_dsn_argument(parser: argparse.ArgumentParser) -> None:
+    """``--dsn`` as ``status`` and ``slot`` take it (default ``$WALCAST_DSN``)."""
+    parser.add_argument(
+        "--dsn",
+        help="libpq connection string or URI of the source database (default: $WALCAST_DSN; "
+        "keep passwords in $PGPASSWORD or ~/.pgpass)",
+    )
+
+
+def dsn_from(args: argparse.Namespace) -> str:
+    """The DSN of ``--dsn`` or ``$WALCAST_DSN``; a ConfigError when there is none."""
+    dsn = str(args.dsn or os.environ.get("WALCAST_DSN") or "")
+    if not dsn:
+        raise ConfigError("--dsn: no connection string given (or set $WALCAST_DSN)")
+    from capture import dsn as dsn_util  # noqa: PLC0415 - imports psycopg
+
+    dsn_util.parse(dsn)
+    return dsn
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run ``walcast status``."""
+    import orjson  # noqa: PLC0415
+    import psycopg  # noqa: PLC0415
+
+    from capture import dsn as dsn_util  # noqa: PLC0415
+    from capture.replication.setup import connect  # noqa: PLC0415
+
+    dsn = dsn_from(args)
+    with connect(dsn) as conn:
+        try:
+            report = gather(conn, args.slot, args.publication or [])
+        except psycopg.Error as exc:
+            raise SetupError(
+                f"cannot read the catalog on {dsn_util.describe(dsn)}: "
+                f"{dsn_util.scrub(str(exc), dsn).strip().splitlines()[0]}"
+            ) from None
+    if args.json:
+        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(render(report))
+    return 0
+
+
+# -- gathering -----------------------------------------------------------------------------
+
+
+def gather(
+    conn: psycopg.Connection[Any], slot: str | None, publication_names: Sequence[str]
+) -> dict[str, Any]:
+    """The status report (the ``--json`` object) of ``slot`` and ``publication_names``."""
+    from capture.replication import catalog  # noqa: PLC0415
+
+    slots = catalog.slot_status(conn, slot)
+    if slot is not None and not slots:
+        known = catalog.slot_names(conn)
+        raise ConfigError(
+            f"--slot {slot}: no such replication slot",
+            hint=f"slots on this server: {', '.join(known)}" if known else "this server has none",
+        )
+    pubs = catalog.publications(conn, publication_names)
+    missing = sorted(set(publication_names) - {p.name for p in pubs})
+    if missing:
+        known_pubs = [p.name for p in catalog.publications(conn)]
+        raise ConfigError(
+            f"--publication {missing[0]}: no such publication in this database",
+            hint=f"publications here: {', '.join(known_pubs)}" if known_pubs else "there are none",
+        )
+    keep = catalog.max_slot_wal_keep_size(conn)
+    database = conn.execute("SELECT current_database()").fetchone()
+    return {
+        "database": str(database[0]) if database else None,
+        "server_version": conn.info.server_version,
+        "max_slot_wal_keep_size": keep,
+        "slots": [_slot(s, keep) for s in slots],
+        "publications": [
+            {
+                "publication": p.name,
+                "all_tables": p.all_tables,
+                "operations": list(p.operations),
+                "tables": [
+                    _table(t, p.operations) for t in catalog.publication_tables(conn, [p.name])
+                ],
+            }
+            for p in pubs
+        ],
+    }
+
+
+def _lsn(value: int | None) -> str | None:
+    return None if value is None else lsn_text(value)
+
+
+def lag_seconds(slot: SlotStatus) -> tuple[float | None, str | None]:
+    """The slot's lag in time and the ``pg_stat_replication`` column it comes from."""
+    for column in ("replay_lag", "flush_lag", "write_lag"):
+        value: float | None = getattr(slot, column)
+        if value is not None:
+            return value, column
+    return None, None
+
+
+def wal_risk(slot: SlotStatus, keep: int | None) -> tuple[str, str]:
+    """``(level, one line)`` of the risk that the slot loses WAL it needs.
+
+    Levels: ``lost`` (invalidated), ``at-risk`` (past ``max_slot_wal_keep_size``),
+    ``unbounded`` (no limit: a stalled consumer can fill the disk), ``ok``, ``unknown``.
+    """
+    if slot.wal_status == "lost" or (slot.wal_status is not None and slot.restart_lsn is None):
+        return "lost", (
+            "the server removed WAL this slot needs; it cannot stream again (drop it, "
+            "create a new one and load the tables again)"
+        )
+    if slot.wal_status == "unreserved":
+        return "at-risk", (
+            "retained WAL is past max_slot_wal_keep_size; the next checkpoint invalidates "
+            "the slot unless its consumer catches up"
+        )
+    if slot.wal_status is None:
+        return (
+            "unknown",
+            "PostgreSQL before 13 does not report it; the slot keeps WAL without limit",
+        )
+    if keep is None:
+        return "unbounded", (
+            "max_slot_wal_keep_size = -1: while the consumer is stopped, retained WAL grows "
+            "until the disk is full"
+        )
+    safe = slot.safe_wal_size
+    left = f"{human_bytes(safe)} more WAL" if safe is not None else "more WAL"
+    return "ok", f"{left} before max_slot_wal_keep_size ({human_bytes(keep)}) invalidates it"
+
+
+def _slot(slot: SlotStatus, keep: int | None) -> dict[str, Any]:
+    seconds, source = lag_seconds(slot)
+    level, detail = wal_risk(slot, keep)
+    return {
+        "slot": slot.name,
+        "slot_type": slot.slot_type,
+        "plugin": slot.plugin,
+        "database": slot.database,
+        "temporary": slot.temporary,
+        "two_phase": slot.two_phase,
+        "active": slot.active,
+        "active_pid": slot.active_pid,
+        "last_reply": slot.reply_time.isoformat() if slot.reply_time else None,
+        "current_lsn": _lsn(slot.current_lsn),
+        "confirmed_flush_lsn": _lsn(slot.confirmed_flush_lsn),
+        "restart_lsn": _lsn(slot.restart_lsn),
+        "lag_bytes": slot.lag_bytes,
+        "lag_seconds": seconds,
+        "lag_seconds_from": source,
+        "wal_retained_bytes": slot.wal_retained,
+        "wal_status": slot.wal_status,
+        "safe_wal_size": slot.safe_wal_size,
+        "wal_risk": level,
+        "wal_risk_detail": detail,
+    }
+
+
+def table_note(table: PublishedTable, operations: Sequence[str]) -> str | None:
+    """Why PostgreSQL refuses some changes of ``table``, or None when it does not."""
+    refused = [op.upper() for op in ("update", "delete") if op in operations]
+    if not refused:
+        return None
+    what = " and ".join(refused)
+    if table.replica_identity == "nothing":
+        return f"{what} refused: REPLICA IDENTITY NOTHING (set DEFAULT with a key, or FULL)"
+    if table.replica_identity == "default" and not table.primary_key:
+        return f"{what} refused: no primary key (add one, or REPLICA IDENTITY FULL)"
+    return None
+
+
+def _table(table: PublishedTable, operations: Sequence[str]) -> dict[str, Any]:
+    return {
+        "table": table.qualified_name,
+        "replica_identity": table.replica_identity,
+        "primary_key": list(table.primary_key),
+        "note": table_note(table, operations),
+    }
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+
+def human_bytes(count: int | None) -> str:
+    """``1536`` as ``1.5 KiB`` (binary units, as PostgreSQL's pg_size_pretty)."""
+    if count is None:
+        return "unknown"
+    size = float(count)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{count} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError  # pragma: no cover
+
+
+def _ago(when: str | None) -> str:
+    if when is None:
+        return "no reply yet"
+    seconds = (datetime.now(UTC) - datetime.fromisoformat(when)).total_seconds()
+    return f"last reply {max(seconds, 0):.1f} s ago"
+
+
+def render(report: dict[str, Any]) -> str:
+    """The human form of a status report."""
+    lines: list[str] = []
+    slots = report["slots"]
+    if not slots:
+        lines.append(f"no logical replication slots in database {report['database']}")
+    for s in slots:
+        plugin = s["plugin"] or "physical"
+        lines.append(f"slot {s['slot']} ({plugin}, database {s['database'] or '-'})")
+        state = (
+            f"active, pid {s['active_pid']} ({_ago(s['last_reply'])})"
+            if s["active"]
+            else "inactive (no consumer connected)"
+        )
+        if s["lag_seconds"] is not None:
+            lag_time = f"{s['lag_seconds']:.3f} s ({s['lag_seconds_from']})"
+        elif s["active"]:
+            lag_time = "time unknown (no recent measurement; caught up or no reply yet)"
+        else:
+            lag_time = "time unknown (slot inactive)"
+        rows = [
+            ("state", state),
+            ("confirmed flush", s["confirmed_flush_lsn"] or "-"),
+            ("restart LSN", s["restart_lsn"] or "-"),
+            ("lag", f"{human_bytes(s['lag_bytes'])} behind {s['current_lsn']}; {lag_time}"),
+            ("WAL retained", human_bytes(s["wal_retained_bytes"])),
+            ("WAL risk", f"{s['wal_risk']}: {s['wal_risk_detail']}"),
+        ]
+        lines += [f"  {name:<16}{value}" for name, value in rows]
+        lines.append("")
+    if slots:
+        lines.pop()
+    for pub in report["publications"]:
+        scope = "FOR ALL TABLES, " if pub["all_tables"] else ""
+        tables = pub["tables"]
+        plural = "s" if len(tables) != 1 else ""
+        operations = ", ".join(pub["operations"])
+        lines += [
+            "",
+            f"publication {pub['publication']} ({scope}{operations}; {len(tables)} table{plural})",
+        ]
+        if tables:
+            width = max(5, *(len(t["table"]) for t in tables)) + 2
+            lines.append(f"  {'table':<{width}}{'replica identity':<18}primary key")
+            for t in tables:
+                key = ", ".join(t["primary_key"]) or "-"
+                note = f"   ! {t['note']}" if t["note"] else ""
+                lines.append(f"  {t['table']:<{width}}{t['replica_identity']:<18}{key}{note}")
+    if not report["publications"]:
+        lines += ["", "no publications in this database"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,174 @@
+"""Catalog queries against a real PostgreSQL: keys, identities, publications, slot status."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from capture.replication import catalog
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Names:
+    schema: str
+    pub: str
+    slot: str
+
+
+@pytest.fixture
+def names(pg_dsn: str) -> Iterator[Names]:
+    tag = uuid.uuid4().hex[:8]
+    made = Names(f"cat_{tag}", f"cat_pub_{tag}", f"cat_slot_{tag}")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {made.schema}")
+        conn.execute(
+            f'CREATE TABLE {made.schema}.keyed (b int, "A b" text, c int, PRIMARY KEY (c, b))'
+        )
+        conn.execute(f"CREATE TABLE {made.schema}.full_ident (id int PRIMARY KEY, v text)")
+        conn.execute(f"ALTER TABLE {made.schema}.full_ident REPLICA IDENTITY FULL")
+        conn.execute(f"CREATE TABLE {made.schema}.keyless (v text)")
+        conn.execute(f"CREATE TABLE {made.schema}.by_index (u int NOT NULL, v text)")
+        conn.execute(f"CREATE UNIQUE INDEX ON {made.schema}.by_index (u)")
+        conn.execute(
+            f"ALTER TABLE {made.schema}.by_index REPLICA IDENTITY USING INDEX by_index_u_idx"
+        )
+        conn.execute(f"CREATE TABLE {made.schema}.nothing (id int PRIMARY KEY)")
+        conn.execute(f"ALTER TABLE {made.schema}.nothing REPLICA IDENTITY NOTHING")
+        conn.execute(f"CREATE TABLE {made.schema}.unpublished (id int PRIMARY KEY)")
+        tables = ", ".join(
+            f"{made.schema}.{t}" for t in ("keyed", "full_ident", "keyless", "by_index", "nothing")
+        )
+        conn.execute(
+            f"CREATE PUBLICATION {made.pub} FOR TABLE {tables} WITH (publish = 'insert, update')"
+        )
+    try:
+        yield made
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (made.slot,),
+            )
+            conn.execute(f"DROP PUBLICATION IF EXISTS {made.pub}")
+            conn.execute(f"DROP SCHEMA {made.schema} CASCADE")
+
+
+def test_primary_key_in_key_order(pg_dsn: str, names: Names) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        oid = catalog.resolve_table(conn, f"{names.schema}.keyed")
+        assert oid is not None
+        assert catalog.primary_key(conn, oid) == ("c", "b")
+        keyless = catalog.resolve_table(conn, f"{names.schema}.keyless")
+        assert keyless is not None
+        assert catalog.primary_key(conn, keyless) is None
+        assert catalog.resolve_table(conn, f"{names.schema}.missing") is None
+
+
+def test_publication_tables_with_identity_and_key(pg_dsn: str, names: Names) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        tables = catalog.publication_tables(conn, [names.pub])
+        pubs = catalog.publications(conn, [names.pub, "no_such_publication"])
+        everything = catalog.publications(conn)
+    found = {t.name: (t.replica_identity, t.primary_key) for t in tables}
+    assert found == {
+        "by_index": ("index", ()),
+        "full_ident": ("full", ("id",)),
+        "keyed": ("default", ("c", "b")),
+        "keyless": ("default", ()),
+        "nothing": ("nothing", ("id",)),
+    }
+    assert all(t.schema == names.schema for t in tables)
+    assert [p.name for p in pubs] == [names.pub]
+    assert pubs[0].operations == ("insert", "update")
+    assert not pubs[0].all_tables
+    assert names.pub in {p.name for p in everything}
+
+
+def _current_lsn(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT (pg_current_wal_lsn() - '0/0')::int8").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_status_of_an_idle_slot_tracks_lag_and_retained_wal(pg_dsn: str, names: Names) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert catalog.slot_status(conn, names.slot) == []
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (names.slot,))
+        (before,) = catalog.slot_status(conn, names.slot)
+        conn.execute(
+            f"INSERT INTO {names.schema}.keyless "
+            "SELECT repeat('x', 1000) FROM generate_series(1, 2000)"
+        )
+        (after,) = catalog.slot_status(conn, names.slot)
+        current = _current_lsn(conn)
+        all_here = catalog.slot_status(conn)
+        keep = catalog.max_slot_wal_keep_size(conn)
+        setting = conn.execute(
+            "SELECT pg_size_bytes(current_setting('max_slot_wal_keep_size'))"
+        ).fetchone()
+        assert names.slot in catalog.slot_names(conn)
+        retained = catalog.wal_retained(conn, names.slot)
+    assert (before.plugin, before.slot_type, before.active_pid) == ("pgoutput", "logical", None)
+    assert not before.active
+    assert before.confirmed_flush_lsn is not None
+    assert before.restart_lsn is not None
+    assert after.confirmed_flush_lsn == before.confirmed_flush_lsn
+    assert after.lag_bytes is not None
+    assert after.lag_bytes > 2_000_000  # the rows' WAL is behind the confirmed position
+    assert after.current_lsn <= current
+    assert after.wal_retained is not None
+    assert after.wal_retained >= after.lag_bytes
+    assert retained is not None
+    assert retained >= after.wal_retained
+    assert after.wal_status in ("reserved", "extended")
+    assert (after.write_lag, after.flush_lag, after.replay_lag, after.reply_time) == (None,) * 4
+    assert names.slot in {s.name for s in all_here}
+    assert all(s.slot_type == "logical" for s in all_here)
+    assert setting is not None
+    assert keep == (None if int(setting[0]) < 0 else int(setting[0]))
+
+
+def test_status_of_an_active_slot_names_the_walsender(pg_dsn: str, names: Names) -> None:
+    recvlogical = Path(os.environ.get("WALCAST_TEST_PG_BIN", "")) / "pg_recvlogical"
+    assert recvlogical.exists(), f"{recvlogical} is missing (set WALCAST_TEST_PG_BIN)"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (names.slot,))
+    consumer = subprocess.Popen(
+        [
+            str(recvlogical), "--dbname", pg_dsn, "--slot", names.slot, "--start",
+            "--file", os.devnull, "--status-interval", "1", "--fsync-interval", "1",
+            "--option", "proto_version=1", "--option", f"publication_names={names.pub}",
+        ],
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            while True:
+                (status,) = catalog.slot_status(conn, names.slot)
+                if status.active and status.reply_time is not None:
+                    break
+                assert consumer.poll() is None, consumer.stderr.read() if consumer.stderr else ""
+                assert time.monotonic() < deadline, status
+                time.sleep(0.2)
+            row = conn.execute(
+                "SELECT pid FROM pg_stat_replication WHERE application_name = 'pg_recvlogical'"
+                " AND pid = %s",
+                (status.active_pid,),
+            ).fetchone()
+    finally:
+        consumer.terminate()
+        consumer.wait(timeout=30)
+    assert row is not None
+    assert status.active_pid == row[0]
