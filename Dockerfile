@@ -1,16 +1,64 @@
-# walcast daemon image: `docker run walcast run --config /etc/walcast.toml`
-# (or `tail` for a quick look). Build: docker build -t walcast .
-FROM python:3.11-slim
+# walcast images (compose.yaml builds both):
+#
+#   docker build -t walcast .                       the daemon: walcast run | tail | status | ...
+#   docker build --target spark -t walcast-spark .  the Spark jobs: walcast spark normalize | ...
+#
+# The daemon image installs walcast from a wheel (as `pip install walcast` would) and serves
+# /metrics and /healthz on 0.0.0.0:9187 (WALCAST__DAEMON__METRICS_HOST; a config file's
+# metrics_host is overridden by this variable, set it to change the address). The
+# HEALTHCHECK asks /healthz, which `walcast run` serves: 200 while it streams and Kafka
+# confirms deliveries, 503 when degraded.
+#
+#   docker run --rm walcast run --dsn "host=db dbname=app user=cdc" --slot walcast \
+#       --publication walcast --bootstrap-servers kafka:9092 --format canal
+#   docker run --rm -v $PWD/walcast.toml:/etc/walcast.toml walcast run --config /etc/walcast.toml
+#
+# Debian bookworm is pinned: it ships the OpenJDK 17 the Spark image needs.
 
+FROM python:3.11-slim-bookworm AS wheel
+WORKDIR /src
+COPY pyproject.toml README.md LICENSE ./
+COPY capture ./capture
+COPY pipeline ./pipeline
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+
+FROM python:3.11-slim-bookworm AS walcast
 RUN useradd --system --create-home --uid 10001 walcast
+COPY --from=wheel /wheels /tmp/wheels
+RUN pip install --no-cache-dir /tmp/wheels/*.whl && rm -rf /tmp/wheels
+# The vendor schemas (walcast consume decodes DTS Avro with schemas/dts-avro-Record.avsc).
+COPY schemas /usr/local/share/walcast/schemas
+USER walcast
+ENV PYTHONUNBUFFERED=1 \
+    WALCAST__DAEMON__METRICS_HOST=0.0.0.0
+EXPOSE 9187
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9187/healthz', timeout=4)"]
+ENTRYPOINT ["walcast"]
+CMD ["--help"]
+
+# The Spark jobs: Java 17, pyspark and the connector jars, fetched from Maven Central at
+# build time (scripts/fetch-spark-jars), so a running job downloads nothing. Installed in
+# place (editable) so that the jobs find schemas/ and scripts/ next to the code.
+FROM python:3.11-slim-bookworm AS spark
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven procps \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --create-home --uid 10001 walcast
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY capture ./capture
 COPY pipeline ./pipeline
 COPY schemas ./schemas
-RUN pip install --no-cache-dir .
-
+COPY scripts/fetch-spark-jars ./scripts/fetch-spark-jars
+ENV WALCAST_CACHE_DIR=/opt/walcast-cache \
+    PYTHONUNBUFFERED=1
+RUN pip install --no-cache-dir -e '.[spark]' \
+    && scripts/fetch-spark-jars \
+    && rm -rf /root/.m2 \
+    && apt-get purge -y maven && apt-get autoremove -y \
+    && mkdir -p /data && chown walcast /data
 USER walcast
-ENV PYTHONUNBUFFERED=1
+VOLUME ["/data"]
 ENTRYPOINT ["walcast"]
-CMD ["--help"]
+CMD ["spark", "--help"]

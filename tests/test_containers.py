@@ -1,0 +1,173 @@
+"""compose.yaml, the Dockerfile and the wheel: what can be checked without a Docker engine.
+
+The compose file must be valid YAML with the services and settings the README promises,
+its walcast and Spark commands must be accepted by walcast's own parser and configuration,
+and the Spark job must read the topics walcast writes. The daemon image installs walcast
+from a wheel: the wheel is built and installed in a fresh venv, and its entry point runs
+from outside the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from capture.cli import _run_cli_values, build_parser
+from capture.daemon import config as daemon_config
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def compose() -> dict[str, Any]:
+    loaded = yaml.safe_load((REPO / "compose.yaml").read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def dockerfile() -> str:
+    return (REPO / "Dockerfile").read_text()
+
+
+def test_compose_has_the_four_services() -> None:
+    services = compose()["services"]
+    assert set(services) == {"postgres", "kafka", "walcast", "spark"}
+    postgres, kafka = services["postgres"], services["kafka"]
+    assert "wal_level=logical" in postgres["command"]
+    assert postgres["image"].startswith("postgres:")
+    assert kafka["image"].startswith("apache/kafka:")
+    env = kafka["environment"]
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}  # KRaft
+    assert not any("ZOOKEEPER" in key for key in env)
+    assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"]
+    assert "HOST://localhost:29092" in env["KAFKA_ADVERTISED_LISTENERS"]
+    assert "127.0.0.1:29092:29092" in kafka["ports"]
+    for name in ("walcast", "spark"):
+        target = services[name]["build"]["target"]
+        assert re.search(rf"^FROM \S+ AS {target}$", dockerfile(), re.MULTILINE), target
+
+
+def test_the_walcast_service_is_a_valid_run() -> None:
+    walcast = compose()["services"]["walcast"]
+    env = {str(k): str(v) for k, v in walcast["environment"].items()}
+    args = build_parser().parse_args(walcast["command"])
+    assert args.command == "run"
+    config = daemon_config.load(None, _run_cli_values(args), env)
+    assert (config.metrics_host, config.metrics_port) == ("0.0.0.0", 9187)
+    assert f"127.0.0.1:{config.metrics_port}:{config.metrics_port}" in walcast["ports"]
+    assert "password" not in config.dsn  # the password reaches libpq as PGPASSWORD
+    assert config.create_slot
+    assert config.create_publication
+    assert [o.format for o in config.outputs] == ["canal", "dts-avro"]
+    dependencies = walcast["depends_on"]
+    assert dependencies["postgres"]["condition"] == "service_healthy"
+    assert dependencies["kafka"]["condition"] == "service_healthy"
+    schema = compose()["configs"]["shop-schema"]["content"]
+    for table in config.publish_tables:
+        assert f"CREATE TABLE {table} " in schema, table
+
+
+def test_the_spark_job_reads_the_topics_walcast_writes() -> None:
+    services = compose()["services"]
+    walcast, spark = services["walcast"], services["spark"]
+    config = daemon_config.load(
+        None,
+        _run_cli_values(build_parser().parse_args(walcast["command"])),
+        {str(k): str(v) for k, v in walcast["environment"].items()},
+    )
+    args = build_parser().parse_args(spark["command"])
+    assert spark["command"][:2] == ["spark", "normalize"]
+    assert args.format == "canal"
+    canal = next(o for o in config.outputs if o.format == "canal")
+    written = {
+        canal.topic.format(format="canal", schema=t.split(".")[0], table=t.split(".")[1])
+        for t in config.publish_tables
+    }
+    assert set(args.topic) == written
+    assert args.layout_topic == config.schema_topic
+    assert args.bootstrap_servers == config.bootstrap_servers
+    assert args.output.startswith("/data/")
+    assert "spark-data:/data" in spark["volumes"]
+
+
+def test_dockerfile_serves_health_on_all_interfaces() -> None:
+    text = dockerfile()
+    daemon = text.split(" AS walcast", 1)[1].split("\nFROM ", 1)[0]
+    assert re.search(r"^EXPOSE 9187$", daemon, re.MULTILINE)
+    assert "WALCAST__DAEMON__METRICS_HOST=0.0.0.0" in daemon
+    healthcheck = re.search(r"^HEALTHCHECK .*?CMD (\[.*\])$", daemon, re.MULTILINE | re.DOTALL)
+    assert healthcheck is not None
+    assert "http://127.0.0.1:9187/healthz" in healthcheck.group(1)
+    assert 'ENTRYPOINT ["walcast"]' in daemon
+    assert "pip install --no-cache-dir /tmp/wheels/*.whl" in daemon
+    assert "COPY schemas /usr/local/share/walcast/schemas" in daemon
+
+
+def test_readme_documents_compose() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "docker compose up -d --build" in readme
+    assert "localhost:9187" in readme
+    assert "localhost:29092" in readme
+    assert "docker compose down -v" in readme
+
+
+@pytest.mark.integration
+def test_the_wheel_runs_in_a_fresh_venv(tmp_path: Path) -> None:
+    wheels, venv = tmp_path / "wheels", tmp_path / "venv"
+    for command in (
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
+         str(wheels), str(REPO)],
+        [sys.executable, "-m", "venv", str(venv)],
+    ):  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = wheels.glob("walcast-*.whl")
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
+         str(wheel)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    # As the image does: the vendor schemas under <prefix>/share/walcast/schemas.
+    shared = venv / "share" / "walcast" / "schemas"
+    shared.mkdir(parents=True)
+    for schema in (REPO / "schemas").iterdir():
+        (shared / schema.name).write_bytes(schema.read_bytes())
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WALCAST", "PYTHON"))}
+    env["WALCAST__DAEMON__METRICS_HOST"] = "0.0.0.0"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(venv / "bin" / "walcast"), *args],
+            capture_output=True, text=True, timeout=120, check=False, cwd=outside, env=env,
+        )  # fmt: skip
+
+    done = run("--help")
+    assert done.returncode == 0, done.stderr
+    for command in ("run", "tail", "status", "slot", "consume", "spark"):
+        assert command in done.stdout
+    done = run(
+        *shlex.split(
+            "run --print-config --dsn 'host=db user=cdc' --slot s --publication p "
+            "--bootstrap-servers kafka:9092 --format canal"
+        )
+    )
+    assert done.returncode == 0, done.stderr
+    assert 'metrics_host = "0.0.0.0"' in done.stdout
+    probe = "import capture, capture.consume as c; print(capture.__file__); print(c.schema_path(c.DTS_SCHEMA_FILE))"  # noqa: E501
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe],
+        capture_output=True, text=True, timeout=60, check=False, cwd=outside, env=env,
+    )  # fmt: skip
+    module, schema = where.stdout.split()
+    assert module.startswith(str(venv)), module  # the wheel's code, not the checkout's
+    assert schema == str(shared / "dts-avro-Record.avsc")
