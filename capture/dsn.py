@@ -3,11 +3,20 @@
 Invariant: nothing built here ever contains a password. :func:`describe` keeps only
 host, port, dbname and user; :func:`scrub` removes the password from any text (for
 example a driver's error message) before it is logged or printed.
+
+A DSN libpq cannot parse has no parsed password, yet libpq's message quotes pieces of it
+(``password=S3cr3t Pw0rd`` gives ``missing "=" after "Pw0rd"``; a bad percent-escape in a
+URI password is quoted whole). So :func:`scrub` also reads the raw text the way a human
+would: every word after ``password=``/``sslpassword=`` up to the next ``key=`` (or the
+closing quote), the password of a URI's user info, and ``password=`` query parameters,
+raw and percent-decoded, are secrets too.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
+from urllib.parse import unquote
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -16,11 +25,20 @@ from capture.errors import ConfigError
 
 SESSION_OPTIONS: Final = (
     "-c DateStyle=ISO -c IntervalStyle=postgres -c TimeZone=UTC "
-    "-c extra_float_digits=1 -c bytea_output=hex"
+    "-c extra_float_digits=1 -c bytea_output=hex -c client_encoding=UTF8"
 )
-"""GUCs for the walsender so text values have one canonical form (UTC, ISO dates)."""
+"""GUCs for the walsender so text values have one canonical form (UTC, ISO dates), in
+UTF-8 whatever the database's encoding (the walsender converts pgoutput's text, names and
+values alike, to the client encoding)."""
 
 _SECRET_KEYS: Final = ("password", "sslpassword")
+_MASK: Final = "********"
+_KEYWORD_VALUE: Final = re.compile(r"(?:^|\s)(?:ssl)?password\s*=\s*", re.IGNORECASE)
+_NEXT_KEY: Final = re.compile(r"\s+[A-Za-z_]+\s*=")
+_URI: Final = re.compile(r"^\s*postgres(?:ql)?://([^/?#]*)", re.IGNORECASE)
+_QUERY_SECRET: Final = re.compile(r"[?&](?:ssl)?password=([^&#]*)", re.IGNORECASE)
+_SHORT: Final = 4
+"""Secrets shorter than this are masked only where they stand as a whole word."""
 
 
 def parse(dsn: str, *, setting: str = "--dsn") -> dict[str, str]:
@@ -29,7 +47,7 @@ def parse(dsn: str, *, setting: str = "--dsn") -> dict[str, str]:
         params = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
         raise ConfigError(
-            f"{setting}: not a valid PostgreSQL connection string ({scrub(str(exc), dsn)})",
+            f"{setting}: not a valid PostgreSQL connection string ({scrub(str(exc).strip(), dsn)})",
             hint="use 'host=... port=... dbname=... user=...' or postgresql://user@host/db",
         ) from None
     return {k: str(v) for k, v in params.items() if v is not None}
@@ -46,18 +64,58 @@ def describe(dsn: str) -> str:
 
 
 def scrub(text: str, dsn: str) -> str:
-    """Remove every secret of ``dsn`` (and the DSN itself) from ``text``."""
+    """Remove every secret of ``dsn`` (and the DSN itself) from ``text``.
+
+    Works for DSNs libpq cannot parse too (see the module docstring).
+    """
+    if dsn:
+        text = text.replace(dsn, describe(dsn))
+    for secret in sorted(secrets(dsn), key=len, reverse=True):
+        if len(secret) >= _SHORT:
+            text = text.replace(secret, _MASK)
+        else:
+            text = re.sub(rf"(?<![^\s\"'=:]){re.escape(secret)}(?![^\s\"'@,;])", _MASK, text)
+    return text
+
+
+def secrets(dsn: str) -> set[str]:
+    """Every piece of ``dsn`` that may be (part of) a password, parseable or not."""
+    found: set[str] = set()
     try:
         params = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         params = {}
-    if dsn:
-        text = text.replace(dsn, describe(dsn))
     for key in _SECRET_KEYS:
-        secret = params.get(key)
-        if secret:
-            text = text.replace(str(secret), "********")
-    return text
+        if params.get(key):
+            found.add(str(params[key]))
+    for match in _KEYWORD_VALUE.finditer(dsn):
+        found.update(_value_words(dsn[match.end() :]))
+    uri = _URI.match(dsn)
+    if uri is not None:
+        userinfo, at, _host = uri.group(1).rpartition("@")
+        if at and ":" in userinfo:
+            found.add(userinfo.partition(":")[2])
+        for query in _QUERY_SECRET.finditer(dsn):
+            found.add(query.group(1))
+    for piece in list(found):
+        found.add(unquote(piece))
+        found.update(piece.split())
+    found.discard("")
+    return found
+
+
+def _value_words(rest: str) -> list[str]:
+    """The value starting ``rest`` (quoted, or up to the next ``key=``), and its words."""
+    if rest[:1] == "'":
+        end = rest.find("'", 1)
+        while end > 0 and rest[end - 1] == "\\":
+            end = rest.find("'", end + 1)
+        value = rest[1:end] if end > 0 else rest[1:]
+    else:
+        following = _NEXT_KEY.search(rest)
+        value = rest[: following.start()] if following else rest
+    value = value.strip()
+    return [value, value.replace("\\", ""), *value.split()]
 
 
 def with_session_options(dsn: str, **extra: str) -> str:

@@ -15,6 +15,15 @@ from __future__ import annotations
 import enum
 
 
+def lsn_text(lsn: int) -> str:
+    """PostgreSQL's ``X/Y`` form of ``lsn`` (:func:`capture.lsn.format_lsn` is this function).
+
+    It lives here because this module is the bottom of walcast's import graph: every
+    other module may import it, and it imports nothing of walcast.
+    """
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
 class RetryPolicy(enum.Enum):
     """What a supervising loop does when it catches an error."""
 
@@ -57,6 +66,16 @@ class SetupError(WalcastError):
     exit_code = 3
 
 
+class AccessDeniedError(SetupError):
+    """The server refused walcast's credentials, or its role lacks a privilege.
+
+    A wrong or missing password, an unknown role or database, pg_hba.conf, or a missing
+    privilege (REPLICATION, CONNECT, SELECT on a published table). Terminal, never
+    retried: the same attempt fails the same way until a human changes the credentials or
+    grants. The message names the role and the missing privilege.
+    """
+
+
 class ConnectionLostError(WalcastError):
     """The replication connection broke or could not be made; retried with backoff."""
 
@@ -65,11 +84,16 @@ class ConnectionLostError(WalcastError):
 
 
 class DecodeError(WalcastError):
-    """A pgoutput or replication protocol message could not be decoded.
+    """A message could not be decoded, or decoded into a change that does not fit its table.
 
+    The change may disagree with its Relation (a column count) or hold a value its type
+    cannot hold (text that is not UTF-8, a 1-byte binary int4).
     ``message_type`` is the message's type byte as a character, ``offset`` the byte
-    offset within the message where decoding failed, ``lsn`` the WAL position of the
-    XLogData that carried it, when known.
+    offset within the message where decoding failed (None when the failure is not in the
+    bytes' layout), ``lsn`` the WAL position of the XLogData that carried it (or, for a
+    change found inconsistent after decoding, its transaction's commit LSN), when known.
+    ``relation`` (``schema.table``) and ``column`` name what the message was about. Nothing
+    at or after the message is acknowledged: the server sends it again on restart.
     """
 
     exit_code = 5
@@ -79,26 +103,45 @@ class DecodeError(WalcastError):
         reason: str,
         *,
         message_type: str,
-        offset: int,
+        offset: int | None,
         lsn: int | None = None,
+        relation: str | None = None,
+        column: str | None = None,
     ) -> None:
         self.reason = reason
         self.message_type = message_type
         self.offset = offset
         self.lsn = lsn
-        super().__init__(self._render())
+        self.relation = relation
+        self.column = column
+        super().__init__(
+            self._render(),
+            hint="nothing from this position on was acknowledged; report it with the server "
+            "version and the WAL position (the slot sends it again after a restart)",
+        )
 
     def _render(self) -> str:
-        where = f"message {self.message_type!r} at offset {self.offset}"
+        where = f"message {self.message_type!r}"
+        if self.offset is not None:
+            where += f" at offset {self.offset}"
         if self.lsn is not None:
-            from capture.lsn import format_lsn  # noqa: PLC0415 - avoids an import cycle
-
-            where += f", WAL position {format_lsn(self.lsn)}"
+            where += f", WAL position {lsn_text(self.lsn)}"
+        if self.relation is not None:
+            where += f", relation {self.relation}"
+            if self.column is not None:
+                where += f" column {self.column}"
         return f"cannot decode pgoutput {where}: {self.reason}"
 
     def at_lsn(self, lsn: int) -> DecodeError:
         """Return a copy that also names the WAL position ``lsn``."""
-        return DecodeError(self.reason, message_type=self.message_type, offset=self.offset, lsn=lsn)
+        return DecodeError(
+            self.reason,
+            message_type=self.message_type,
+            offset=self.offset,
+            lsn=lsn,
+            relation=self.relation,
+            column=self.column,
+        )
 
 
 class UnknownRelationError(WalcastError):

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import re
 
-from capture.errors import ConfigError
+from capture.errors import ConfigError, lsn_text
 
 _LSN_RE = re.compile(r"^([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})$")
 
-
-def format_lsn(lsn: int) -> str:
-    """Render ``lsn`` the way PostgreSQL does (``pg_lsn`` output): upper-case hex, ``hi/lo``."""
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+format_lsn = lsn_text
+"""Render an LSN the way PostgreSQL does (``pg_lsn`` output): upper-case hex, ``hi/lo``."""
 
 
 def parse_lsn(text: str, *, setting: str = "lsn") -> int:

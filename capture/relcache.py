@@ -18,11 +18,18 @@ from collections.abc import Callable
 
 from capture.errors import UnknownRelationError
 from capture.events import Column, Table
+from capture.lsn import format_lsn
 from capture.pgoutput.messages import Relation, ReplicaIdentity, Type
 from capture.types import TypeRegistry
 
 KeyResolver = Callable[[int, str, str], tuple[str, ...] | None]
 """(relation OID, schema, table) → primary-key column names, or None when unknown."""
+
+ElementResolver = Callable[[int], tuple[int, str, str] | None]
+"""Array type OID → (element OID, namespace, name), the element named as a pgoutput Type
+message names a type (a domain by its base type; ``""`` or ``pg_catalog`` for built-ins),
+or None when the catalog does not know it. Raises a WalcastError (e.g.
+ConnectionLostError) when the catalog cannot be asked."""
 
 
 class RelationCache:
@@ -30,13 +37,20 @@ class RelationCache:
 
     ``key_resolver`` (optional) looks up primary keys in the catalog for tables whose
     replica identity is FULL; it is called once per Relation message, never per row.
+    ``element_resolver`` (optional) looks up the element type of an array of a
+    non-catalog type (a domain's array, whose binary elements carry the domain's OID that
+    no Type message may have named); it is called once per such array type.
     """
 
     def __init__(
-        self, types: TypeRegistry | None = None, key_resolver: KeyResolver | None = None
+        self,
+        types: TypeRegistry | None = None,
+        key_resolver: KeyResolver | None = None,
+        element_resolver: ElementResolver | None = None,
     ) -> None:
         self.types = types if types is not None else TypeRegistry()
         self.key_resolver = key_resolver
+        self.element_resolver = element_resolver
         self._tables: dict[int, Table] = {}
         self.tables_by_id = self._tables
         """Read-only view for hot paths: relation OID → Table (use :meth:`table` to fail)."""
@@ -47,7 +61,14 @@ class RelationCache:
 
     def apply_relation(self, message: Relation) -> Table:
         """Record a Relation message and return the compiled table."""
-        codecs = [self.types.codec(c.type_oid) for c in message.columns]
+        types = self.types
+        if self.element_resolver is not None:
+            for column in message.columns:
+                if types.unresolved_array(column.type_oid):
+                    found = self.element_resolver(column.type_oid)
+                    if found is not None:
+                        types.resolve_array_element(column.type_oid, *found)
+        codecs = [types.codec(c.type_oid) for c in message.columns]
         columns = tuple(
             Column(c.name, c.type_oid, codec.name, c.type_modifier, c.is_key)
             for c, codec in zip(message.columns, codecs, strict=True)
@@ -84,8 +105,6 @@ class RelationCache:
         try:
             return self._tables[relation_id]
         except KeyError:
-            from capture.lsn import format_lsn  # noqa: PLC0415
-
             where = f" at WAL position {format_lsn(lsn)}" if lsn is not None else ""
             raise UnknownRelationError(
                 f"change for relation OID {relation_id}{where} arrived before any Relation "

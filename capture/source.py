@@ -31,7 +31,8 @@ from capture.position import Checkpoint
 from capture.relcache import KeyResolver, RelationCache
 from capture.replication.client import ReplicationStream, StreamOptions
 from capture.replication.protocol import Keepalive
-from capture.replication.setup import Preflight, highest_proto_version
+from capture.replication.setup import Preflight, element_resolver, highest_proto_version
+from capture.replication.side import SideConnection
 from capture.transactions import TransactionAssembler
 
 log = structlog.get_logger("walcast.source")
@@ -109,7 +110,10 @@ class ReplicationSource:
             two_phase=config.two_phase,
         )
         self.decoder = PgOutputDecoder(proto, streaming_parallel=streaming == "parallel")
-        self.relations = RelationCache(key_resolver=key_resolver)
+        self._catalog = SideConnection(config.dsn)  # opened only if an array needs it
+        self.relations = RelationCache(
+            key_resolver=key_resolver, element_resolver=element_resolver(self._catalog, config.dsn)
+        )
         self.assembler = TransactionAssembler(
             self.relations,
             proto_version=proto,
@@ -205,4 +209,5 @@ class ReplicationSource:
         """Send the final acknowledgement and disconnect."""
         self.assembler.close()
         self.stream.close()
+        self._catalog.close()
         log.info("stream_closed", slot=self.config.slot, acked=format_lsn(self.stream.acked_lsn))

@@ -2,7 +2,10 @@
 
 Feed every decoded message (with its raw bytes and the XLogData start LSN) to
 :meth:`TransactionAssembler.feed`; it returns the :data:`~capture.events.StreamItem`
-objects that became final.
+objects that became final, as an iterable the caller consumes fully, in order, before the
+next ``feed`` or ``close`` call. A replayed held transaction is a generator that decodes one
+held message at a time from its spill buffer: a 10M-row transaction is never a list.
+``close()`` during a replay ends it and drops its buffer.
 
 * Ordinary transactions (Begin … Commit) pass straight through, change by change: the
   server sends them only once they have committed, and Begin already names the commit LSN.
@@ -27,10 +30,11 @@ again after a restart.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from capture.consistency import check_row
 from capture.errors import DecodeError, WalcastError
 from capture.events import (
     ChangeEvent,
@@ -69,7 +73,7 @@ from capture.pgoutput.messages import (
 from capture.relcache import RelationCache
 from capture.spill import DEFAULT_MEMORY_LIMIT, SpillBuffer
 
-_NO_ITEMS: Final[list[StreamItem]] = []
+_NO_ITEMS: Final[tuple[StreamItem, ...]] = ()
 _ROW_TYPES: Final = frozenset({MessageType.INSERT, MessageType.UPDATE, MessageType.DELETE})
 _TRUNCATE: Final = MessageType.TRUNCATE
 _INSERT: Final = Op.INSERT
@@ -132,7 +136,9 @@ class TransactionAssembler:
         self._current_stream: _Held | None = None
         self._prepared: dict[str, _Held] = {}
         self._preparing: tuple[str, _Held] | None = None
-        self._handlers: dict[type, Callable[[Message, bytes, int], list[StreamItem]]] = {
+        self._replaying: tuple[Generator[StreamItem, None, None], _Held] | None = None
+        """The replay in progress and its held transaction (until the replay ends)."""
+        self._handlers: dict[type, Callable[[Message, bytes, int], Iterable[StreamItem]]] = {
             Begin: self._begin,
             Commit: self._commit,
             Origin: self._ignore,
@@ -160,7 +166,8 @@ class TransactionAssembler:
     def in_transaction(self) -> bool:
         """True while an ordinary, streamed or prepared transaction is unfinished."""
         return (
-            self._open is not None
+            self._replaying is not None
+            or self._open is not None
             or self._preparing is not None
             or bool(self._streams)
             or self._current_stream is not None
@@ -178,7 +185,7 @@ class TransactionAssembler:
             pending.append(self._preparing[1].prepare_lsn)
         return min([lsn, *pending])
 
-    def feed(self, message: Message, raw: bytes, wal_start: int) -> list[StreamItem]:
+    def feed(self, message: Message, raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         """Process one message; return the items that became final (often none or one)."""
         try:
             if self._current_stream is not None and not isinstance(
@@ -198,7 +205,15 @@ class TransactionAssembler:
             raise exc.at_lsn(wal_start) from None
 
     def close(self) -> None:
-        """Drop everything held (on shutdown); held data is re-sent by the server on restart."""
+        """Drop everything held (on shutdown); held data is re-sent by the server on restart.
+
+        Safe in the middle of a replay: the replay ends and its spill buffer is dropped.
+        """
+        if self._replaying is not None:
+            replay, held = self._replaying
+            replay.close()
+            held.buffer.close()  # a replay closed before its first item never ran its finally
+            self._replaying = None
         for held in [*self._streams.values(), *self._prepared.values()]:
             held.buffer.close()
         self._streams.clear()
@@ -209,7 +224,7 @@ class TransactionAssembler:
 
     # -- ordinary transactions --------------------------------------------------------------
 
-    def _begin(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _begin(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         assert isinstance(message, Begin)
         if self._open is not None:
             raise self._state_error("Begin inside an open transaction", wal_start)
@@ -219,7 +234,7 @@ class TransactionAssembler:
             return _NO_ITEMS
         return [TransactionBegin(message.xid, message.final_lsn, message.commit_ts)]
 
-    def _commit(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _commit(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         assert isinstance(message, Commit)
         opened = self._open
         if opened is None:
@@ -235,31 +250,38 @@ class TransactionAssembler:
             )
         ]
 
-    def _ignore(self, _message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
+    def _ignore(self, _message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
         return _NO_ITEMS
 
-    def _relation(self, message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
+    def _relation(self, message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
         assert isinstance(message, Relation)
         self.relations.apply_relation(message)
         return _NO_ITEMS
 
-    def _type(self, message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
+    def _type(self, message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
         assert isinstance(message, Type)
         self.relations.apply_type(message)
         return _NO_ITEMS
 
-    def _row(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _row(self, message: Message, raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         opened = self._open
         if opened is None:
             raise self._state_error(f"{type(message).__name__} outside a transaction", wal_start)
-        return self._changes(opened, message, wal_start)
+        return self._changes(opened, message, raw, wal_start)
 
-    def _changes(self, opened: _Open, message: Message, wal_start: int) -> list[StreamItem]:
-        """Build the change events of one row message inside ``opened``."""
+    def _changes(
+        self, opened: _Open, message: Message, raw: bytes, wal_start: int
+    ) -> Iterable[StreamItem]:
+        """Build the change events of one row message inside ``opened``.
+
+        Every tuple is checked against its table first (:func:`~capture.consistency.check_row`).
+        """
         if type(message) is Insert:
             table = self._tables.get(message.relation_id) or self.relations.table(
                 message.relation_id, lsn=wal_start
             )
+            if len(message.new.values) != len(table.columns) or not raw.isascii():
+                check_row(table, "I", raw, wal_start, message.new)
             opened.ordinal += 1
             return [
                 ChangeEvent(
@@ -269,6 +291,10 @@ class TransactionAssembler:
             ]  # fmt: skip
         if isinstance(message, Update):
             table = self.relations.table(message.relation_id, lsn=wal_start)
+            if message.old_is_key:
+                check_row(table, "U", raw, wal_start, message.new, key_only=message.old)
+            else:
+                check_row(table, "U", raw, wal_start, message.new, message.old)
             before = (
                 Image(table, message.old, key_only=message.old_is_key)
                 if message.old is not None
@@ -283,6 +309,10 @@ class TransactionAssembler:
             ]  # fmt: skip
         if isinstance(message, Delete):
             table = self.relations.table(message.relation_id, lsn=wal_start)
+            if message.old_is_key:
+                check_row(table, "D", raw, wal_start, key_only=message.old)
+            else:
+                check_row(table, "D", raw, wal_start, message.old)
             before = (
                 Image(table, message.old, key_only=message.old_is_key)
                 if message.old is not None
@@ -315,10 +345,12 @@ class TransactionAssembler:
             ]
         return _NO_ITEMS
 
-    def _logical_message(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _logical_message(
+        self, message: Message, raw: bytes, wal_start: int
+    ) -> Iterable[StreamItem]:
         assert isinstance(message, LogicalMessage)
         if message.transactional and self._open is not None:
-            return self._changes(self._open, message, wal_start)
+            return self._changes(self._open, message, raw, wal_start)
         return [
             LogicalMessageEvent(
                 message.lsn, message.prefix, message.content, message.transactional, message.xid
@@ -330,14 +362,16 @@ class TransactionAssembler:
     def _new_held(self, *, streamed: bool) -> _Held:
         return _Held(SpillBuffer(self._memory_limit, self._spill_dir), streamed)
 
-    def _hold(self, held: _Held, message: Message, raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _hold(
+        self, held: _Held, message: Message, raw: bytes, wal_start: int
+    ) -> Iterable[StreamItem]:
         if isinstance(message, LogicalMessage) and not message.transactional:
             return self._logical_message(message, raw, wal_start)
         xid = getattr(message, "xid", None)
         held.buffer.append(xid if isinstance(xid, int) else 0, wal_start, raw)
         return _NO_ITEMS
 
-    def _stream_start(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _stream_start(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         assert isinstance(message, StreamStart)
         if self._open is not None or self._current_stream is not None:
             raise self._state_error("Stream Start inside an open transaction or chunk", wal_start)
@@ -347,13 +381,15 @@ class TransactionAssembler:
         self._current_stream = held
         return _NO_ITEMS
 
-    def _stream_stop(self, _message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _stream_stop(self, _message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         if self._current_stream is None:
             raise self._state_error("Stream Stop outside a streamed chunk", wal_start)
         self._current_stream = None
         return _NO_ITEMS
 
-    def _stream_commit(self, message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
+    def _stream_commit(
+        self, message: Message, _raw: bytes, _wal_start: int
+    ) -> Iterable[StreamItem]:
         assert isinstance(message, StreamCommit)
         held = self._streams.pop(message.xid, None)
         if held is None:
@@ -363,7 +399,7 @@ class TransactionAssembler:
             held, message.xid, message.commit_lsn, message.end_lsn, message.commit_ts
         )
 
-    def _stream_abort(self, message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
+    def _stream_abort(self, message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
         assert isinstance(message, StreamAbort)
         if message.subxid == message.xid:
             held = self._streams.pop(message.xid, None)
@@ -375,19 +411,30 @@ class TransactionAssembler:
 
     def _replay(
         self, held: _Held, xid: int, commit_lsn: int, end_lsn: int, commit_ts: int
-    ) -> list[StreamItem]:
-        """Emit a held transaction (streamed messages carry per-subtransaction xids).
+    ) -> Iterable[StreamItem]:
+        """Start emitting a held transaction; the items come from :meth:`_replayed`."""
+        replay = self._replayed(held, xid, commit_lsn, end_lsn, commit_ts)
+        self._replaying = (replay, held)
+        return replay
+
+    def _replayed(
+        self, held: _Held, xid: int, commit_lsn: int, end_lsn: int, commit_ts: int
+    ) -> Generator[StreamItem, None, None]:
+        """Yield a held transaction, decoding one held message at a time.
 
         Two passes over the held messages: the first counts the changes, so that
-        ``TransactionBegin.change_count`` is known; the second decodes them.
+        ``TransactionBegin.change_count`` is known; the second decodes them (streamed
+        messages carry per-subtransaction xids; aborted subtransactions are skipped).
+        The spill buffer is dropped when the generator ends, fails or is closed.
         """
-        opened = _Open(xid, commit_lsn, commit_ts)
-        count = self._count(held)
-        items: list[StreamItem] = [TransactionBegin(xid, commit_lsn, commit_ts, count)]
-        decoder = self._replay_decoder
-        decoder.in_stream = held.streamed
-        aborted = held.aborted_subxids
         try:
+            opened = _Open(xid, commit_lsn, commit_ts)
+            yield TransactionBegin(xid, commit_lsn, commit_ts, self._count(held))
+            decoder = self._replay_decoder
+            aborted = held.aborted_subxids
+            changes = self._changes
+            relations = self.relations
+            decoder.in_stream = held.streamed
             for sub_xid, at, raw in held.buffer:
                 if sub_xid in aborted:
                     continue
@@ -396,15 +443,16 @@ class TransactionAssembler:
                 except DecodeError as exc:
                     raise exc.at_lsn(at) from None
                 if isinstance(message, Relation):
-                    self.relations.apply_relation(message)
+                    relations.apply_relation(message)
                 elif isinstance(message, Type):
-                    self.relations.apply_type(message)
+                    relations.apply_type(message)
                 else:
-                    items.extend(self._changes(opened, message, at))
+                    yield from changes(opened, message, raw, at)
+            yield TransactionCommit(xid, commit_lsn, end_lsn, commit_ts, opened.ordinal)
         finally:
             held.buffer.close()
-        items.append(TransactionCommit(xid, commit_lsn, end_lsn, commit_ts, opened.ordinal))
-        return items
+            if self._replaying is not None and self._replaying[1] is held:
+                self._replaying = None
 
     def _count(self, held: _Held) -> int:
         """Count the row changes held, without decoding tuples."""
@@ -422,7 +470,7 @@ class TransactionAssembler:
 
     # -- two-phase (v3+) ------------------------------------------------------------------------
 
-    def _begin_prepare(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _begin_prepare(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         assert isinstance(message, BeginPrepare)
         if self._open is not None or self._preparing is not None:
             raise self._state_error("Begin Prepare inside an open transaction", wal_start)
@@ -431,7 +479,7 @@ class TransactionAssembler:
         self._preparing = (message.gid, held)
         return _NO_ITEMS
 
-    def _prepare(self, message: Message, _raw: bytes, wal_start: int) -> list[StreamItem]:
+    def _prepare(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         assert isinstance(message, Prepare)
         if self._preparing is None or self._preparing[0] != message.gid:
             raise self._state_error(f"Prepare of {message.gid!r} without Begin Prepare", wal_start)
@@ -439,14 +487,18 @@ class TransactionAssembler:
         self._preparing = None
         return _NO_ITEMS
 
-    def _stream_prepare(self, message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
+    def _stream_prepare(
+        self, message: Message, _raw: bytes, _wal_start: int
+    ) -> Iterable[StreamItem]:
         assert isinstance(message, StreamPrepare)
         held = self._streams.pop(message.xid, None) or self._new_held(streamed=True)
         held.prepare_lsn = message.prepare_lsn
         self._prepared[message.gid] = held
         return _NO_ITEMS
 
-    def _commit_prepared(self, message: Message, _raw: bytes, _wal_start: int) -> list[StreamItem]:
+    def _commit_prepared(
+        self, message: Message, _raw: bytes, _wal_start: int
+    ) -> Iterable[StreamItem]:
         assert isinstance(message, CommitPrepared)
         held = self._prepared.pop(message.gid, None)
         if held is None:
@@ -463,7 +515,7 @@ class TransactionAssembler:
 
     def _rollback_prepared(
         self, message: Message, _raw: bytes, _wal_start: int
-    ) -> list[StreamItem]:
+    ) -> Iterable[StreamItem]:
         assert isinstance(message, RollbackPrepared)
         held = self._prepared.pop(message.gid, None)
         if held is not None:

@@ -10,6 +10,9 @@ Invariants:
 * Every malformed input raises :class:`capture.errors.DecodeError` naming the message
   type and the byte offset of the failure; no other exception escapes ``decode``.
 * A message must be consumed exactly: trailing bytes are an error.
+* Timestamps must lie in years 1 to 9999 (what a datetime, and every output format, can
+  represent); PostgreSQL's commit clock never leaves that range, so anything outside is
+  corruption.
 * Work is bounded by the input length (counts are checked against the bytes left before
   any loop runs), so hostile input cannot make the decoder hang or allocate without bound.
 """
@@ -57,7 +60,6 @@ _I32: Final = struct.Struct(">i")
 _I32_UNPACK: Final = _I32.unpack_from
 _U32: Final = struct.Struct(">I")
 _U32_UNPACK: Final = _U32.unpack_from
-_I64: Final = struct.Struct(">q")
 _U64: Final = struct.Struct(">Q")
 _BEGIN: Final = struct.Struct(">QqI")
 _COMMIT: Final = struct.Struct(">BQQq")
@@ -70,13 +72,14 @@ _ROLLBACK_PREPARED_HEAD: Final = struct.Struct(">BQQqqI")
 _COLUMN_TAIL: Final = struct.Struct(">Ii")
 _MESSAGE_HEAD: Final = struct.Struct(">BQ")
 
-_KIND_NULL: Final = ord("n")
-_KIND_UNCHANGED: Final = ord("u")
-_KIND_TEXT: Final = ord("t")
-_KIND_BINARY: Final = ord("b")
 _PART_NEW: Final = ord("N")
 _PART_KEY: Final = ord("K")
 _PART_OLD: Final = ord("O")
+
+_MIN_TS: Final = -63_082_281_600_000_000
+"""0001-01-01 00:00:00 UTC in µs since 2000-01-01 (the earliest datetime)."""
+_MAX_TS: Final = 252_455_615_999_999_999
+"""9999-12-31 23:59:59.999999 UTC in µs since 2000-01-01 (the latest datetime)."""
 
 _REPLICA_IDENTITIES: Final = {ord(r.value): r for r in ReplicaIdentity}
 
@@ -118,6 +121,12 @@ class _Fail(Exception):  # noqa: N818 - internal control flow, converted to Deco
 def _need(buf: bytes, pos: int, size: int, what: str) -> None:
     if pos + size > len(buf):
         raise _Fail(pos, f"truncated: {what} needs {size} bytes, {max(len(buf) - pos, 0)} left")
+
+
+def _timestamp(ts: int, pos: int, what: str) -> int:
+    if not _MIN_TS <= ts <= _MAX_TS:
+        raise _Fail(pos, f"{what} {ts} µs since 2000-01-01 is outside years 1 to 9999")
+    return ts
 
 
 def _string(buf: bytes, pos: int, what: str) -> tuple[str, int]:
@@ -297,11 +306,12 @@ class PgOutputDecoder:
     def _begin(self, buf: bytes, pos: int, _xid: int | None) -> tuple[Message, int]:
         _need(buf, pos, _BEGIN.size, "Begin")
         final_lsn, ts, xid = _BEGIN.unpack_from(buf, pos)
-        return Begin(final_lsn, ts, xid), pos + _BEGIN.size
+        return Begin(final_lsn, _timestamp(ts, pos + 8, "commit time"), xid), pos + _BEGIN.size
 
     def _commit(self, buf: bytes, pos: int, _xid: int | None) -> tuple[Message, int]:
         _need(buf, pos, _COMMIT.size, "Commit")
         flags, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(buf, pos)
+        _timestamp(ts, pos + 17, "commit time")
         return Commit(flags, commit_lsn, end_lsn, ts), pos + _COMMIT.size
 
     def _origin(self, buf: bytes, pos: int, _xid: int | None) -> tuple[Message, int]:
@@ -415,12 +425,14 @@ class PgOutputDecoder:
     def _stream_commit(self, buf: bytes, pos: int, _xid: int | None) -> tuple[Message, int]:
         _need(buf, pos, _STREAM_COMMIT.size, "Stream Commit")
         xid, flags, commit_lsn, end_lsn, ts = _STREAM_COMMIT.unpack_from(buf, pos)
+        _timestamp(ts, pos + 21, "commit time")
         return StreamCommit(xid, flags, commit_lsn, end_lsn, ts), pos + _STREAM_COMMIT.size
 
     def _stream_abort(self, buf: bytes, pos: int, _xid: int | None) -> tuple[Message, int]:
         if self.streaming_parallel:
             _need(buf, pos, _STREAM_ABORT_PARALLEL.size, "Stream Abort")
             xid, subxid, lsn, ts = _STREAM_ABORT_PARALLEL.unpack_from(buf, pos)
+            _timestamp(ts, pos + 16, "abort time")
             return StreamAbort(xid, subxid, lsn, ts), pos + _STREAM_ABORT_PARALLEL.size
         _need(buf, pos, _STREAM_ABORT.size, "Stream Abort")
         xid, subxid = _STREAM_ABORT.unpack_from(buf, pos)
@@ -431,6 +443,7 @@ class PgOutputDecoder:
     def _begin_prepare(self, buf: bytes, pos: int, _xid: int | None) -> tuple[Message, int]:
         _need(buf, pos, _BEGIN_PREPARE_HEAD.size, "Begin Prepare")
         lsn, end, ts, xid = _BEGIN_PREPARE_HEAD.unpack_from(buf, pos)
+        _timestamp(ts, pos + 16, "prepare time")
         gid, pos = _string(buf, pos + _BEGIN_PREPARE_HEAD.size, "gid")
         return BeginPrepare(lsn, end, ts, xid, gid), pos
 
@@ -439,6 +452,7 @@ class PgOutputDecoder:
     ) -> tuple[tuple[int, int, int, int, int], str, int]:
         _need(buf, pos, _PREPARE_HEAD.size, "Prepare")
         head = _PREPARE_HEAD.unpack_from(buf, pos)
+        _timestamp(head[3], pos + 17, "prepare or commit time")
         gid, pos = _string(buf, pos + _PREPARE_HEAD.size, "gid")
         return head, gid, pos
 
@@ -457,5 +471,7 @@ class PgOutputDecoder:
     def _rollback_prepared(self, buf: bytes, pos: int, _xid: int | None) -> tuple[Message, int]:
         _need(buf, pos, _ROLLBACK_PREPARED_HEAD.size, "Rollback Prepared")
         flags, prep_end, rb_end, prep_ts, rb_ts, xid = _ROLLBACK_PREPARED_HEAD.unpack_from(buf, pos)
+        _timestamp(prep_ts, pos + 17, "prepare time")
+        _timestamp(rb_ts, pos + 25, "rollback time")
         gid, pos = _string(buf, pos + _ROLLBACK_PREPARED_HEAD.size, "gid")
         return RollbackPrepared(flags, prep_end, rb_end, prep_ts, rb_ts, xid, gid), pos

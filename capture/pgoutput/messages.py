@@ -102,26 +102,14 @@ class UnchangedToast:
 UNCHANGED_TOAST: Final = UnchangedToast()
 
 
-class ColumnKind(enum.IntEnum):
-    """The per-column byte of TupleData."""
-
-    NULL = ord("n")
-    """SQL NULL."""
-    UNCHANGED_TOAST = ord("u")
-    """Unchanged TOASTed value, not sent."""
-    TEXT = ord("t")
-    """Value in the type's text output format."""
-    BINARY = ord("b")
-    """Value in the type's binary send format (``binary 'true'``)."""
-
-
 @dataclass(slots=True)
 class TupleData:
     """One row image as sent.
 
-    ``values[i]`` is ``None`` for NULL, :data:`UNCHANGED_TOAST` for ``'u'``, otherwise the
-    raw bytes. ``kinds`` holds the :class:`ColumnKind` byte of every column, so
-    ``kinds[i] == ColumnKind.BINARY`` tells that ``values[i]`` is in binary format.
+    ``kinds[i]`` is the column's kind byte as sent: ``n`` (NULL), ``u`` (unchanged TOASTed
+    value, not sent), ``t`` (the type's text output) or ``b`` (its binary send format,
+    with ``binary 'true'``). ``values[i]`` is ``None`` for ``n``, :data:`UNCHANGED_TOAST`
+    for ``u``, otherwise the raw bytes.
     """
 
     kinds: bytes

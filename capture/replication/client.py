@@ -22,7 +22,7 @@ import psycopg
 from psycopg import pq, sql
 
 from capture import dsn as dsn_util
-from capture.errors import ConnectionLostError, SetupError
+from capture.errors import AccessDeniedError, ConnectionLostError, SetupError, WalcastError
 from capture.lsn import format_lsn
 from capture.replication.protocol import (
     Keepalive,
@@ -36,6 +36,8 @@ DEFAULT_STATUS_INTERVAL: Final = 10.0
 ACK_STATUS_INTERVAL: Final = 1.0
 """Minimum seconds between status updates sent because the acknowledged LSN moved."""
 _XLOG_HEADER_UNPACK: Final = struct.Struct(">QQq").unpack_from
+_TRANSIENT_CLASSES: Final = frozenset({"08", "40", "53", "57"})
+"""SQLSTATE classes of server errors that a reconnect can outlive."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,14 +176,65 @@ class ReplicationStream:
         self.maybe_send_status()
         return batch
 
-    def _lost(self, exc: BaseException | None) -> ConnectionLostError:
+    def _lost(self, exc: BaseException | None) -> WalcastError:
+        """The error for a stream that ended: the server's own ErrorResponse when it sent one.
+
+        A server error is terminal unless its SQLSTATE class says the server or the network
+        went away (08 connection, 40 rollback, 53 resources, 57 operator intervention):
+        a dropped publication, an invalidated slot or text the server cannot convert fail
+        the same way on every retry. A connection that just broke is transient.
+        """
+        where = (
+            f"replication stream from slot {self.slot!r} ended at {format_lsn(self.received_lsn)}"
+        )
+        server = self._server_error() if exc is None else None
+        if server is not None:
+            sqlstate, text = server
+            text = dsn_util.scrub(text, self.dsn)
+            if sqlstate[:2] in _TRANSIENT_CLASSES:
+                return ConnectionLostError(
+                    f"{where}: the server said: {text}",
+                    hint="walcast resumes from the slot's confirmed position on restart",
+                )
+            family = (
+                AccessDeniedError if sqlstate[:2] == "28" or sqlstate == "42501" else SetupError
+            )
+            return family(
+                f"{where}: the server said: {text} (SQLSTATE {sqlstate})",
+                hint="fix the cause on the server, then start walcast again; the slot keeps "
+                "every change not yet acknowledged",
+            )
         detail = self._pgconn.get_error_message() if exc is None else str(exc)
-        detail = dsn_util.scrub(detail.strip(), self.dsn) or "connection closed"
+        lines = dsn_util.scrub(detail, self.dsn).strip().splitlines()
         return ConnectionLostError(
-            f"replication stream from slot {self.slot!r} ended at "
-            f"{format_lsn(self.received_lsn)}: {detail.splitlines()[-1]}",
+            f"{where}: {lines[-1].strip() if lines else 'connection closed'}",
             hint="walcast resumes from the slot's confirmed position on restart",
         )
+
+    def _server_error(self, timeout: float = 5.0) -> tuple[str, str] | None:
+        """(SQLSTATE, primary message) of the ErrorResponse that ended the copy, if any."""
+        pgconn = self._pgconn
+        deadline = time.monotonic() + timeout
+        try:
+            while pgconn.is_busy() and time.monotonic() < deadline:
+                select.select([pgconn.socket], [], [], 0.2)
+                pgconn.consume_input()
+            found: tuple[str, str] | None = None
+            for _ in range(8):  # the copy's result, then NULL; never loop for ever
+                result = pgconn.get_result()
+                if result is None:
+                    break
+                if found is None and result.status == pq.ExecStatus.FATAL_ERROR:
+                    sqlstate = result.error_field(pq.DiagnosticField.SQLSTATE)
+                    primary = result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY)
+                    if primary:
+                        found = (
+                            (sqlstate or b"").decode("ascii", "replace"),
+                            primary.decode("utf-8", "replace"),
+                        )
+        except psycopg.Error:
+            return None
+        return found
 
     # -- acknowledging ---------------------------------------------------------------------
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from capture.errors import DecodeError
+from capture.events import PG_EPOCH_US
 
 _XLOG_HEADER: Final = struct.Struct(">QQq")
 _KEEPALIVE: Final = struct.Struct(">QqB")
 _STATUS: Final = struct.Struct(">cQQQqB")
-_PG_EPOCH_UNIX_S: Final = 946_684_800
 
 XLOG_DATA: Final = ord("w")
 KEEPALIVE: Final = ord("k")
@@ -26,7 +26,7 @@ KEEPALIVE: Final = ord("k")
 
 def pg_now_us() -> int:
     """The current time in µs since 2000-01-01 UTC, as the protocol's clock fields expect."""
-    return time.time_ns() // 1000 - _PG_EPOCH_UNIX_S * 1_000_000
+    return time.time_ns() // 1000 - PG_EPOCH_US
 
 
 @dataclass(slots=True)

@@ -395,9 +395,15 @@ def time_to_text(value: time | Time24) -> str:
     return _time_text(value)
 
 
+_TZDISP_LIMIT: Final = 16 * 3600
+"""PostgreSQL's bound on a time zone displacement (exclusive): up to 15:59:59 either way."""
+
+
 def timetz_from_binary(data: bytes) -> time | Time24:
     """Decode timetz_send: Int64 µs since midnight, Int32 zone in seconds WEST of UTC."""
     us, west = _TIMETZ.unpack(data)
+    if not -_TZDISP_LIMIT < west < _TZDISP_LIMIT:
+        raise ValueError(f"timetz zone displacement {west} s is out of range")
     if us == _TIME_24_US:
         return Time24(-west)
     return _time_of_us(us, zone(-west))

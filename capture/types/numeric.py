@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
 from typing import Final
 
@@ -29,7 +30,7 @@ _U4: Final = struct.Struct(">I")
 _U8: Final = struct.Struct(">Q")
 _F4: Final = struct.Struct(">f")
 _F8: Final = struct.Struct(">d")
-_NUMERIC_HEAD: Final = struct.Struct(">hhHH")
+_NUMERIC_HEAD: Final = struct.Struct(">HhHH")
 
 _unpack_i2 = _I2.unpack
 _unpack_i4 = _I4.unpack
@@ -41,8 +42,28 @@ _unpack_f8 = _F8.unpack
 _pack_f4 = _F4.pack
 
 # --------------------------------------------------------------------------- integers
-# from_text for every integer type is the builtin ``int`` (it accepts ASCII bytes);
-# to_text is the builtin ``str``.
+# to_text for every integer type is the builtin ``str``. from_text is ``int`` with the
+# type's range checked: text out of range (which PostgreSQL never sends) is a ValueError,
+# so that no output format meets an int2 of 10**40.
+
+
+def _ranged(name: str, low: int, high: int) -> Callable[[bytes], int]:
+    def from_text(data: bytes) -> int:
+        value = int(data)
+        if low <= value <= high:
+            return value
+        raise ValueError(f"{name} text {data[:24]!r} is out of range")
+
+    from_text.__name__ = f"{name}_from_text"
+    from_text.__doc__ = f"Decode {name}out (a decimal integer in {name}'s range)."
+    return from_text
+
+
+int2_from_text: Final = _ranged("int2", -(2**15), 2**15 - 1)
+int4_from_text: Final = _ranged("int4", -(2**31), 2**31 - 1)
+int8_from_text: Final = _ranged("int8", -(2**63), 2**63 - 1)
+uint4_from_text: Final = _ranged("oid", 0, 2**32 - 1)
+uint8_from_text: Final = _ranged("xid8", 0, 2**64 - 1)
 
 
 def int2_from_binary(data: bytes) -> int:
@@ -74,13 +95,21 @@ def uint8_from_binary(data: bytes) -> int:
 
 
 def bool_from_text(data: bytes) -> bool:
-    """Decode boolout: ``t`` or ``f``."""
-    return data == b"t"
+    """Decode boolout: ``t`` or ``f`` (anything else is a ValueError)."""
+    if data == b"t":
+        return True
+    if data == b"f":
+        return False
+    raise ValueError(f"invalid bool text {data[:20]!r}")
 
 
 def bool_from_binary(data: bytes) -> bool:
-    """Decode boolsend: one byte, 1 or 0."""
-    return data != b"\x00"
+    """Decode boolsend: one byte, 1 or 0 (anything else is a ValueError)."""
+    if data == b"\x01":
+        return True
+    if data == b"\x00":
+        return False
+    raise ValueError(f"invalid bool send data {data[:20]!r}")
 
 
 def bool_to_text(value: bool) -> str:
@@ -100,7 +129,10 @@ _NUMERIC_SPECIAL: Final = 0xC000
 _DEC_NAN: Final = Decimal("NaN")
 _DEC_PINF: Final = Decimal("Infinity")
 _DEC_NINF: Final = Decimal("-Infinity")
-_POW10: Final = tuple(10**i for i in range(64))
+_NBASE: Final = 10000
+_SMALL_NUMERIC: Final = 8
+"""Up to this many base-10000 digits, the coefficient is built as an int (fastest for
+the usual sizes); longer ones go through decimal text, linear in the digit count."""
 
 # scaleb() in this context never rounds: it only sets the exponent of an exact integer.
 _UNBOUNDED: Final = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
@@ -111,6 +143,8 @@ def _digits_struct(ndigits: int) -> struct.Struct:
     found = _digit_structs.get(ndigits)
     if found is None:
         found = _digit_structs[ndigits] = struct.Struct(f">{ndigits}H")
+        if len(_digit_structs) > 256:  # hostile or unusual sizes must not grow it forever
+            _digit_structs.clear()
     return found
 
 
@@ -122,10 +156,18 @@ def numeric_from_text(data: bytes) -> Decimal:
 def numeric_from_binary(data: bytes) -> Decimal:
     """Decode numeric_send.
 
-    Layout: Int16 ndigits, Int16 weight (of the first base-10000 digit), UInt16 sign
-    (0x0000 +, 0x4000 -, 0xC000 NaN, 0xD000 +Inf, 0xF000 -Inf), UInt16 dscale (digits
-    shown after the point), then ndigits UInt16 base-10000 digits.
+    Layout: UInt16 ndigits (numeric_send writes it with pq_sendint16; up to 32,767
+    base-10000 digits before the point plus 4,096 after it, so it can exceed 32,767),
+    Int16 weight (of the first base-10000 digit), UInt16 sign (0x0000 +, 0x4000 -,
+    0xC000 NaN, 0xD000 +Inf, 0xF000 -Inf), UInt16 dscale (digits shown after the point),
+    then ndigits UInt16 base-10000 digits, each below 10,000.
+
+    Time is linear in ``ndigits``: long values are assembled as decimal text (a base-10000
+    digit is exactly four decimal digits), never by repeated big-integer multiplication.
+    Raises ValueError on a malformed value.
     """
+    if len(data) < 8:
+        raise ValueError(f"numeric send data of {len(data)} bytes is shorter than its header")
     ndigits, weight, sign, dscale = _NUMERIC_HEAD.unpack_from(data)
     if sign & _NUMERIC_SPECIAL == _NUMERIC_SPECIAL:
         if sign == NUMERIC_NAN:
@@ -135,25 +177,38 @@ def numeric_from_binary(data: bytes) -> Decimal:
         if sign == NUMERIC_NINF:
             return _DEC_NINF
         raise ValueError(f"invalid numeric sign 0x{sign:04X}")
-    coef = 0
-    if ndigits:
-        if ndigits == 1:
-            coef = _I2.unpack_from(data, 8)[0]
-        else:
-            for digit in _digits_struct(ndigits).unpack_from(data, 8):
-                coef = coef * 10000 + digit
-        # value == coef * 10**exp10; PostgreSQL rounds to dscale before sending, so the
-        # shift below is exact in both directions.
-        shift = 4 * (weight - ndigits + 1) + dscale
-        if shift > 0:
-            coef *= _POW10[shift] if shift < 64 else 10**shift
-        elif shift < 0:
-            coef //= _POW10[-shift] if shift > -64 else 10**-shift
-    if sign == NUMERIC_NEG:
-        coef = -coef
-    elif sign != NUMERIC_POS:
+    if sign != NUMERIC_POS and sign != NUMERIC_NEG:  # noqa: PLR1714 - ints, not a set lookup
         raise ValueError(f"invalid numeric sign 0x{sign:04X}")
-    return Decimal(coef).scaleb(-dscale, _UNBOUNDED)
+    if len(data) != 8 + 2 * ndigits:
+        raise ValueError(
+            f"numeric of {ndigits} digits needs {8 + 2 * ndigits} bytes, got {len(data)}"
+        )
+    if not ndigits:
+        return Decimal((0, (0,), -dscale))  # PostgreSQL has no negative zero
+    digits = _digits_struct(ndigits).unpack_from(data, 8)
+    if max(digits) >= _NBASE:
+        raise ValueError("numeric digit out of range (not base 10000)")
+    # value == coef * 10**shift10, coef the digits read as one base-10000 number.
+    # PostgreSQL rounds to dscale before sending, so dropping -(shift10 + dscale) trailing
+    # decimal digits (when negative) only drops zeros.
+    shift = 4 * (weight - ndigits + 1) + dscale
+    if ndigits <= _SMALL_NUMERIC:
+        coef = 0
+        for digit in digits:
+            coef = coef * _NBASE + digit
+        if shift > 0:
+            coef *= 10**shift
+        elif shift < 0:
+            coef //= 10**-shift
+        if sign == NUMERIC_NEG:
+            coef = -coef
+        return Decimal(coef).scaleb(-dscale, _UNBOUNDED)
+    text = ("%04d" * ndigits) % digits
+    if shift > 0:
+        text += "0" * shift
+    elif shift < 0:
+        text = text[:shift] or "0"
+    return Decimal(f"{'-' if sign == NUMERIC_NEG else ''}{text}E-{dscale}")
 
 
 def numeric_to_text(value: Decimal) -> str:

@@ -23,7 +23,9 @@ Decisions:
   BASE type's namespace and name (``logicalrep_write_typ`` calls ``getBaseType``), and
   the wire formats are the base type's; a pg_catalog name (namespace ``""``) therefore
   maps the OID to that built-in codec.
-* **Other registered types** (enums, composites, extension types): text decodes as
+* **Other registered types** (enums, composites, extension types): a name that is also
+  a built-in's (``public.int4``) is kept qualified, so nothing takes it for the built-in;
+  text decodes as
   ``str``. Binary decodes as ``str`` when the bytes are valid UTF-8 without control
   characters, ``RawBinary`` otherwise. An enum's send format is its label, so enums
   decode identically in both modes; text-like extension types (citext) too; composites
@@ -31,6 +33,11 @@ Decisions:
   formats come out as ``RawBinary``. A registered name starting with ``_`` is an array
   of such a type: text elements decode as ``str``; binary elements through the
   registered codec of the element OID on the wire, else with the same enum rule.
+* **Arrays of domains**: a domain's array (``_d``) arrives as a registered array whose
+  binary elements carry the DOMAIN's OID, which no Type message names unless some
+  published column has the domain type itself. :meth:`TypeRegistry.resolve_array_element`
+  (called by :class:`~capture.relcache.RelationCache` with what the catalog says) turns
+  such an array into the array of the domain's base type, in both wire formats.
 """
 
 from __future__ import annotations
@@ -128,14 +135,14 @@ _SCALARS: Final[tuple[_Spec, ...]] = (
     (17, "bytea", "U", 1001, text.bytea_from_text, bytes, text.bytea_to_text),
     (18, "char", "Z", 1002, _decode, text.char_from_binary, _same),
     (19, "name", "S", 1003, _decode, _decode, _same),
-    (20, "int8", "N", 1016, int, numeric.int8_from_binary, str),
-    (21, "int2", "N", 1005, int, numeric.int2_from_binary, str),
-    (23, "int4", "N", 1007, int, numeric.int4_from_binary, str),
+    (20, "int8", "N", 1016, numeric.int8_from_text, numeric.int8_from_binary, str),
+    (21, "int2", "N", 1005, numeric.int2_from_text, numeric.int2_from_binary, str),
+    (23, "int4", "N", 1007, numeric.int4_from_text, numeric.int4_from_binary, str),
     (25, "text", "S", 1009, _decode, _decode, _same),
-    (26, "oid", "N", 1028, int, numeric.uint4_from_binary, str),
+    (26, "oid", "N", 1028, numeric.uint4_from_text, numeric.uint4_from_binary, str),
     (27, "tid", "U", 1010, _decode, misc.tid_from_binary, _same),
-    (28, "xid", "U", 1011, int, numeric.uint4_from_binary, str),
-    (29, "cid", "U", 1012, int, numeric.uint4_from_binary, str),
+    (28, "xid", "U", 1011, numeric.uint4_from_text, numeric.uint4_from_binary, str),
+    (29, "cid", "U", 1012, numeric.uint4_from_text, numeric.uint4_from_binary, str),
     (114, "json", "U", 199, _decode, _decode, _same),
     (142, "xml", "U", 143, _decode, _decode, _same),
     (650, "cidr", "I", 651, network.cidr_from_text, network.cidr_from_binary, network.cidr_to_text),
@@ -169,7 +176,7 @@ _SCALARS: Final[tuple[_Spec, ...]] = (
     (3220, "pg_lsn", "U", 3221, _decode, misc.pg_lsn_from_binary, _same),
     (3802, "jsonb", "U", 3807, _decode, misc.versioned_text_from_binary, _same),
     (4072, "jsonpath", "U", 4073, _decode, misc.versioned_text_from_binary, _same),
-    (5069, "xid8", "U", 271, int, numeric.uint8_from_binary, str),
+    (5069, "xid8", "U", 271, numeric.uint8_from_text, numeric.uint8_from_binary, str),
 )  # fmt: skip
 
 # Built-in types known by name only (fallback decoders): (oid, typname, typcategory,
@@ -221,7 +228,7 @@ _DELIMITERS: Final = {603: ";"}
 # struct codes that decode a fixed-width element exactly like its from_binary (fast path
 # for NULL-free arrays).
 _FIXED: Final = {
-    16: "?", 20: "q", 21: "h", 23: "i", 26: "I", 28: "I", 29: "I", 700: "f", 701: "d",
+    20: "q", 21: "h", 23: "i", 26: "I", 28: "I", 29: "I", 700: "f", 701: "d",
     5069: "Q",
 }  # fmt: skip
 
@@ -295,11 +302,13 @@ class TypeRegistry:
     One registry belongs to one replication stream (registered OIDs are per database).
     """
 
-    __slots__ = ("_codecs", "_unknown")
+    __slots__ = ("_codecs", "_unknown", "_unresolved_arrays")
 
     def __init__(self) -> None:
         self._codecs: dict[int, TypeCodec] = dict(_BUILTIN_BY_OID)
         self._unknown: dict[int, TypeCodec] = {}
+        self._unresolved_arrays: set[int] = set()
+        """Registered arrays of non-catalog types whose element type is not known yet."""
 
     def codec(self, oid: int) -> TypeCodec:
         """Return the codec of ``oid``; never raises (unknown OIDs get the fallback codec)."""
@@ -320,20 +329,62 @@ class TypeRegistry:
         if namespace in _CATALOG_NAMESPACES:
             builtin = _BUILTIN_BY_NAME.get(name)
             codec = fallback_codec(oid, name) if builtin is None else replace(builtin, oid=oid)
-        elif name.startswith("_") and len(name) > 1:
-            element = TypeCodec(
-                oid=-1,  # unknown: the wire's element OID is resolved by _element_decoder
-                name=name[1:],
-                from_text=bytes.decode,
-                from_binary=_user_binary(-1),
-                to_text=fallback_to_text,
-                category="U",
-            )
-            codec = array_codec(oid, name, element, self._element_decoder)
         else:
-            codec = TypeCodec(oid, name, bytes.decode, _user_binary(oid), fallback_to_text, "U")
+            # A user type that shares a built-in's name (public.int4) must not be taken for
+            # it by anything that goes by the name (the output formats do).
+            shown = f"{namespace}.{name}" if name in _BUILTIN_BY_NAME else name
+            if name.startswith("_") and len(name) > 1:
+                element = TypeCodec(
+                    oid=-1,  # unknown: the wire's element OID is resolved by _element_decoder
+                    name=name[1:],
+                    from_text=bytes.decode,
+                    from_binary=_user_binary(-1),
+                    to_text=fallback_to_text,
+                    category="U",
+                )
+                codec = array_codec(oid, shown, element, self._element_decoder)
+                self._unresolved_arrays.add(oid)
+            else:
+                codec = TypeCodec(
+                    oid, shown, bytes.decode, _user_binary(oid), fallback_to_text, "U"
+                )
         self._codecs[oid] = codec
         self._unknown.pop(oid, None)
+        return codec
+
+    def unresolved_array(self, oid: int) -> bool:
+        """Whether ``oid`` is a registered array of a non-catalog type not yet resolved."""
+        return oid in self._unresolved_arrays
+
+    def resolve_array_element(
+        self, array_oid: int, element_oid: int, namespace: str, name: str
+    ) -> TypeCodec:
+        """Tell the registry what the elements of array ``array_oid`` are; return its codec.
+
+        ``element_oid`` is ``pg_type.typelem`` of the array (the OID its binary elements
+        carry, a domain's own OID for a domain's array); ``namespace`` and ``name`` name the
+        element type as a Type message would: a domain by its BASE type (``""``/``int4``
+        for a domain over int4). The element OID is registered under that name unless a
+        Type message already registered it, and the array is rebuilt around its codec, so
+        ``{1,2}`` of a domain over int decodes to ``[1, 2]`` in text and binary form alike.
+        """
+        array = self._codecs.get(array_oid)
+        if array is None or array_oid not in self._unresolved_arrays:
+            return self.codec(array_oid)
+        element = self._codecs.get(element_oid)
+        if element is None:
+            element = self.register_type(element_oid, namespace, name)
+        base = _BUILTIN_BY_NAME.get(element.name) if namespace in _CATALOG_NAMESPACES else None
+        codec = array_codec(
+            array_oid,
+            array.name,
+            element,
+            self._element_decoder,
+            _DELIMITERS.get(base.oid, ",") if base is not None else ",",
+            _FIXED.get(base.oid) if base is not None else None,
+        )
+        self._codecs[array_oid] = codec
+        self._unresolved_arrays.discard(array_oid)
         return codec
 
     def _element_decoder(self, oid: int) -> Callable[[bytes], Any]:

@@ -45,3 +45,46 @@ def test_session_options_are_appended_to_user_options() -> None:
     assert "TimeZone=UTC" in out["options"]
     extra = conninfo_to_dict(dsn.with_session_options("host=db", replication="database"))
     assert extra["replication"] == "database"
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        ("host=db password=S3cr3t Pw0rd", ["S3cr3t", "Pw0rd"]),
+        ("host=db password = S3cr3t Pw0rd dbname=x", ["S3cr3t", "Pw0rd"]),
+        ("host=db password='S3cr3t Pw0rd", ["S3cr3t", "Pw0rd"]),
+        ("host=db sslpassword=K3yPass extra junk", ["K3yPass", "junk"]),
+        ("postgresql://cdc:S3cr%zzPw0rd@db/app", ["S3cr%zzPw0rd", "S3cr", "Pw0rd"]),
+        ("postgresql://cdc:S3cr3tPw0rd@db/app?password=Xy%zzPw0rd", ["Xy%zzPw0rd", "S3cr3tPw0rd"]),
+        ("postgresql://cdc:S3cr3tPw0rd@[::1/app", ["S3cr3tPw0rd"]),
+    ],
+)
+def test_a_dsn_libpq_cannot_parse_never_echoes_its_password(text: str, pieces: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        dsn.parse(text)
+    message = info.value.one_line()
+    assert message.startswith("--dsn: not a valid PostgreSQL connection string")
+    for piece in pieces:
+        assert piece not in message
+    assert "\n" not in str(info.value)
+
+
+def test_scrub_masks_raw_and_decoded_uri_passwords() -> None:
+    text = "postgresql://cdc:p%40ss%20W0rd@db/app"
+    message = "auth for p@ss W0rd (raw p%40ss%20W0rd) failed"
+    cleaned = dsn.scrub(message, text)
+    assert "p@ss W0rd" not in cleaned
+    assert "p%40ss%20W0rd" not in cleaned
+    assert "W0rd" not in cleaned
+
+
+def test_a_short_password_is_masked_only_as_a_whole_word() -> None:
+    text = "host=db password=ab"
+    assert dsn.scrub('password "ab" rejected for table abc', text) == (
+        'password "********" rejected for table abc'
+    )
+
+
+def test_walsender_text_arrives_in_utf8_whatever_the_database_encoding() -> None:
+    out = conninfo_to_dict(dsn.with_session_options("host=db"))
+    assert "-c client_encoding=UTF8" in out["options"]

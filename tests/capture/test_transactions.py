@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
+
 import pytest
 
-from capture.errors import UnknownRelationError
-from capture.events import ChangeEvent, Op, TransactionBegin, TransactionCommit
+from capture.errors import DecodeError, UnknownRelationError
+from capture.events import ChangeEvent, Op, StreamItem, TransactionBegin, TransactionCommit
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.relcache import RelationCache
 from capture.transactions import ProtocolStateError, TransactionAssembler
@@ -200,3 +203,113 @@ def test_commit_prepared_for_unknown_gid_is_an_error_not_a_silent_loss() -> None
     feed = Feeder()
     with pytest.raises(Exception, match="never received"):
         feed(wire.commit_prepared(0x780, 0x790, 9, 900, "nope"))
+
+
+def _open_fds() -> int:
+    return sum(1 for _ in Path("/proc/self/fd").iterdir())
+
+
+def _feed_held(feed: Feeder, n: int) -> Iterable[StreamItem]:
+    """Stream a transaction of ``n`` inserts and commit it; return feed()'s result as is."""
+    feed(*_streamed_chunks(900, 901, n))
+    data = wire.stream_commit(900, 0x900, 0x910, 42)
+    return feed.assembler.feed(feed.decoder.decode(data), data, 0x900)
+
+
+def test_a_replayed_transaction_is_a_lazy_stream_not_a_list() -> None:
+    feed = Feeder(memory_limit=200)
+    result = _feed_held(feed, 50_000)
+    assert not isinstance(result, list | tuple)
+    replay = iter(result)
+    begin = next(replay)
+    assert isinstance(begin, TransactionBegin)
+    assert begin.change_count == 100_001
+    assert feed.assembler.in_transaction  # until the replay has ended
+    first = next(replay)
+    assert isinstance(first, ChangeEvent)
+    assert first.ordinal == 1
+    rest = sum(1 for _ in replay)
+    assert rest == 100_001  # 100,000 more changes and the commit
+    assert not feed.assembler.in_transaction
+
+
+def test_a_replay_decodes_each_message_only_when_its_item_is_asked_for() -> None:
+    feed = Feeder(memory_limit=200)
+    feed(wire.stream_start(900), wire.relation(10, "public", "t", [(1, "id", 23, -1)], xid=900))
+    feed(wire.insert(10, [("t", b"1")], xid=900))
+    feed.assembler._streams[900].buffer.append(900, 0x4242, b"I\x00\x00\x03\x84garbage")
+    feed(wire.stream_stop())
+    data = wire.stream_commit(900, 0x900, 0x910, 42)
+    replay = iter(feed.assembler.feed(feed.decoder.decode(data), data, 0x900))
+    assert isinstance(next(replay), TransactionBegin)
+    assert isinstance(next(replay), ChangeEvent)  # the good change comes out first
+    with pytest.raises(DecodeError, match="WAL position 0/4242"):
+        next(replay)
+    assert not feed.assembler.in_transaction
+
+
+def test_close_in_the_middle_of_a_replay_drops_its_spill_file() -> None:
+    feed = Feeder(memory_limit=200)
+    before = _open_fds()
+    replay = iter(_feed_held(feed, 1000))
+    assert _open_fds() == before + 1  # the spill file
+    next(replay)
+    next(replay)
+    feed.assembler.close()
+    assert _open_fds() == before
+    assert not feed.assembler.in_transaction
+    assert list(replay) == []  # a closed replay yields nothing more
+
+
+def test_close_before_a_replay_started_drops_its_spill_file() -> None:
+    feed = Feeder(memory_limit=200)
+    before = _open_fds()
+    _feed_held(feed, 1000)
+    assert _open_fds() == before + 1
+    feed.assembler.close()
+    assert _open_fds() == before
+
+
+def test_a_tuple_with_more_columns_than_its_relation_is_a_decode_error() -> None:
+    feed = Feeder()
+    feed(wire.begin(0x500, 0, 7), REL)
+    with pytest.raises(DecodeError) as info:
+        feed(wire.insert(10, [("t", b"1"), ("t", b"a"), ("t", b"extra")]))
+    message = str(info.value)
+    assert "relation public.t" in message
+    assert "has 3 columns" in message
+    assert "describes 2" in message
+    assert "WAL position 0/1030" in message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        wire.insert(10, [("t", b"1"), ("t", b"caf\xc3")]),
+        wire.update(
+            10, [("t", b"1"), ("t", b"ok")], old=[("t", b"1"), ("t", b"\xff")], old_kind="O"
+        ),
+        wire.delete(10, [("t", b"1"), ("t", b"\xe2\x82")], old_kind="O"),
+    ],
+)
+def test_text_that_is_not_utf8_is_a_decode_error_naming_the_column(message: bytes) -> None:
+    feed = Feeder()
+    feed(wire.begin(0x500, 0, 7), REL)
+    with pytest.raises(DecodeError, match=r"relation public\.t column v: the text value is not"):
+        feed(message)
+
+
+def test_non_ascii_utf8_text_passes() -> None:
+    feed = Feeder()
+    items = feed(
+        wire.begin(0x500, 0, 7), REL, wire.insert(10, [("t", b"1"), ("t", "café ☕".encode())])
+    )
+    assert rows(items) == [("insert", 7, 1, {"id": "1", "v": "café ☕"})]
+
+
+def test_a_held_transaction_checks_its_tuples_when_replayed() -> None:
+    feed = Feeder()
+    feed.assembler.hold_transactions = True
+    feed(wire.begin(0x500, 0, 7), REL, wire.insert(10, [("t", b"1")]))
+    with pytest.raises(DecodeError, match="has 1 columns"):
+        feed(wire.commit(0x500, 0x530, 0))

@@ -323,3 +323,33 @@ def test_random_tuples_round_trip(relid: int, cols: list, xid: int | None) -> No
     assert msg.new.kinds == "".join(k for k, _ in cols).encode()
     expected = tuple(None if k == "n" else UNCHANGED_TOAST if k == "u" else v for k, v in cols)
     assert msg.new.values == expected
+
+
+def _with_time(ts: int) -> list[bytes]:
+    return [
+        wire.begin(0x100, ts, 7),
+        wire.commit(0x100, 0x108, ts),
+        wire.stream_commit(7, 0x100, 0x108, ts),
+        wire.begin_prepare(0x100, 0x108, ts, 7, "g"),
+        wire.prepare(0x100, 0x108, ts, 7, "g"),
+        wire.stream_prepare(0x100, 0x108, ts, 7, "g"),
+        wire.commit_prepared(0x100, 0x108, ts, 7, "g"),
+        wire.rollback_prepared(0x100, 0x108, 0, ts, 7, "g"),
+        wire.rollback_prepared(0x100, 0x108, ts, 0, 7, "g"),
+    ]
+
+
+@pytest.mark.parametrize("ts", [2**62, -(2**62), 2**63 - 1, 252_455_616_000_000_000])
+@pytest.mark.parametrize("index", range(9))
+def test_times_a_datetime_cannot_hold_are_decode_errors(ts: int, index: int) -> None:
+    with pytest.raises(DecodeError, match="outside years 1 to 9999"):
+        decode(_with_time(ts)[index])
+
+
+@pytest.mark.parametrize("ts", [-63_082_281_600_000_000, 0, 252_455_615_999_999_999])
+def test_times_at_the_ends_of_the_datetime_range_decode(ts: int) -> None:
+    for data in _with_time(ts):
+        decode(data)
+    assert decode(wire.stream_abort(7, 7, 0x100, ts), parallel=True).abort_ts == ts
+    with pytest.raises(DecodeError, match="abort time"):
+        decode(wire.stream_abort(7, 7, 0x100, 2**62), parallel=True)

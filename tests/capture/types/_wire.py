@@ -73,7 +73,7 @@ def numeric(value: Decimal) -> bytes:
     if not groups:
         weight = 0
     code = 0x4000 if sign and groups else 0
-    return struct.pack(f">hhHH{len(groups)}H", len(groups), weight, code, dscale, *groups)
+    return struct.pack(f">HhHH{len(groups)}H", len(groups), weight, code, dscale, *groups)
 
 
 def date_days(days: int) -> bytes:

@@ -68,6 +68,9 @@ SAMPLES: list[tuple[str, str]] = [
             "'0.0000000001'::numeric(38,10)",
             "1.23::numeric(10,5)",
             "repeat('9', 1000)",
+            "repeat('9', 131072)",  # 32,768 base-10000 digits: ndigits above Int16's range
+            "repeat('1234', 32767)",
+            "'-' || repeat('9', 131072) || '.' || repeat('9', 16383)",  # the largest numeric
             "'1' || repeat('0', 999)",
             "'0.' || repeat('0', 500) || '1'",
             "'-' || repeat('1234567890', 40) || '.' || repeat('9876543210', 30)",

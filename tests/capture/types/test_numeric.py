@@ -38,10 +38,35 @@ def test_integers_binary(oid: int, data: bytes, expected: int) -> None:
     assert codec.category == ("U" if oid in (28, 29, 5069) else "N")
 
 
-def test_integer_from_text_is_int_builtin() -> None:
-    # Hot path: the int codecs' from_text is the int builtin itself.
-    assert REG.codec(23).from_text is int
-    assert REG.codec(25).from_text is bytes.decode
+@pytest.mark.parametrize(
+    ("oid", "low", "high"),
+    [(21, -(2**15), 2**15 - 1), (23, -(2**31), 2**31 - 1), (20, -(2**63), 2**63 - 1),
+     (26, 0, 2**32 - 1), (28, 0, 2**32 - 1), (29, 0, 2**32 - 1), (5069, 0, 2**64 - 1)],
+)  # fmt: skip
+def test_integer_text_outside_the_types_range_is_a_value_error(
+    oid: int, low: int, high: int
+) -> None:
+    codec = REG.codec(oid)
+    assert codec.from_text(str(low).encode()) == low
+    assert codec.from_text(str(high).encode()) == high
+    for bad in (low - 1, high + 1, 10**40):
+        with pytest.raises(ValueError, match="out of range"):
+            codec.from_text(str(bad).encode())
+    assert REG.codec(25).from_text is bytes.decode  # text stays the builtin (hot path)
+
+
+def test_bool_accepts_only_what_postgresql_sends() -> None:
+    codec = REG.codec(16)
+    for bad in (b"", b"x", b"true", b"T"):
+        with pytest.raises(ValueError, match="invalid bool text"):
+            codec.from_text(bad)
+    for bad in (b"", b"\x02", b"\x00\x01"):
+        with pytest.raises(ValueError, match="invalid bool send"):
+            codec.from_binary(bad)
+    assert REG.codec(1000).from_binary(struct.pack(">iiIiiiBiB", 1, 0, 16, 2, 1, 1, 1, 1, 0)) == [
+        True,
+        False,
+    ]
 
 
 def test_bool() -> None:
@@ -192,3 +217,51 @@ def test_float4(value: float, text: str) -> None:
 def test_float4_text_is_rounded_to_float32() -> None:
     assert FLOAT4.from_text(b"0.1") == struct.unpack(">f", struct.pack(">f", 0.1))[0]
     assert FLOAT4.from_text(b"0.1") != 0.1
+
+
+def _numeric_wire(groups: list[int], weight: int, dscale: int, sign: int = 0) -> bytes:
+    """numeric_send bytes built by hand (ndigits is an unsigned 16-bit count)."""
+    return struct.pack(f">HhHH{len(groups)}H", len(groups), weight, sign, dscale, *groups)
+
+
+def test_numeric_with_more_than_32767_base_10000_digits() -> None:
+    # repeat('9', 131072)::numeric: 32,768 base-10000 digits, an ndigits above Int16's range.
+    data = _numeric_wire([9999] * 32768, 32767, 0)
+    value = NUMERIC.from_binary(data)
+    assert NUMERIC.to_text(value) == "9" * 131072
+    assert same(value, NUMERIC.from_text(b"9" * 131072))
+
+
+def test_numeric_at_the_largest_size_postgresql_sends() -> None:
+    # 131,072 digits before the point and 16,383 after it (NUMERIC_DSCALE_MAX).
+    text = "9" * 131072 + "." + "9" * 16383
+    groups = [9999] * 32768 + [9999] * 4095 + [9990]
+    value = NUMERIC.from_binary(_numeric_wire(groups, 32767, 16383, 0x4000))
+    assert NUMERIC.to_text(value) == "-" + text
+    assert same(value, NUMERIC.from_text(b"-" + text.encode()))
+
+
+def test_long_numeric_keeps_scale_and_inner_zeros() -> None:
+    # 40 base-10000 digits (the long path) with zero groups inside and a fraction.
+    groups = [1, 0, 20, 300, 4000, *([0] * 30), 5, 60, 700, 8000, 9]
+    text = "1" + "0000" + "0020" + "0300" + "4000" + "0000" * 30 + "0005." + "0060070080000009"
+    value = NUMERIC.from_binary(_numeric_wire(groups, 35, 16))
+    assert NUMERIC.to_text(value) == text
+    assert same(value, NUMERIC.from_text(text.encode()))
+    shorter = NUMERIC.from_binary(_numeric_wire(groups, 35, 13))  # dscale cuts zeros only
+    assert NUMERIC.to_text(shorter) == text[:-3]
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (struct.pack(">HhHH", 1, 0, 0, 0), "needs 10 bytes"),  # digit missing
+        (struct.pack(">HhHHHH", 1, 0, 0, 0, 1, 2), "needs 10 bytes"),  # trailing bytes
+        (_numeric_wire([10000], 0, 0), "base 10000"),
+        (_numeric_wire([1] * 20 + [12345], 20, 0), "base 10000"),
+        (b"\x00\x01", "shorter than its header"),
+    ],
+)
+def test_malformed_numeric_send_raises_value_error(data: bytes, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        NUMERIC.from_binary(data)

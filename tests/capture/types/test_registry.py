@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import struct
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -128,6 +129,46 @@ def test_register_enum_array() -> None:
     assert arrays.from_binary(data) == [7]
 
 
+def _int_array_send(element_oid: int, values: list[int | None]) -> bytes:
+    nulls = any(v is None for v in values)
+    head = struct.pack(">iiIii", 1, int(nulls), element_oid, len(values), 1)
+    return head + b"".join(
+        b"\xff\xff\xff\xff" if v is None else struct.pack(">ii", 4, v) for v in values
+    )
+
+
+def test_array_of_a_domain_resolves_through_the_base_type() -> None:
+    registry = TypeRegistry()
+    domain_oid, array_oid = 25942, 25941
+    arrays = registry.register_type(array_oid, "public", "_dd")
+    assert registry.unresolved_array(array_oid)
+    # Before: the domain's OID on the wire is unknown, the elements stay raw bytes.
+    assert arrays.from_binary(_int_array_send(domain_oid, [1, 2])) == [
+        RawBinary(domain_oid, b"\x00\x00\x00\x01"),
+        RawBinary(domain_oid, b"\x00\x00\x00\x02"),
+    ]
+    resolved = registry.resolve_array_element(array_oid, domain_oid, "", "int4")
+    assert not registry.unresolved_array(array_oid)
+    assert registry.codec(array_oid) is resolved
+    assert (resolved.oid, resolved.name, resolved.category) == (array_oid, "_dd", "A")
+    assert resolved.from_binary(_int_array_send(domain_oid, [1, 2])) == [1, 2]
+    assert resolved.from_binary(_int_array_send(domain_oid, [1, None])) == [1, None]
+    assert resolved.from_text(b"{1,2}") == [1, 2]
+    assert resolved.to_text(resolved.from_binary(_int_array_send(domain_oid, [1, 2]))) == "{1,2}"
+    assert registry.codec(domain_oid).name == "int4"
+    # Resolving again changes nothing.
+    assert registry.resolve_array_element(array_oid, domain_oid, "", "text") is resolved
+
+
+def test_array_of_a_domain_over_an_enum() -> None:
+    registry = TypeRegistry()
+    registry.register_type(30001, "public", "_mood_d")
+    codec = registry.resolve_array_element(30001, 30002, "public", "mood")
+    data = struct.pack(">iiIii", 1, 0, 30002, 1, 1) + struct.pack(">i", 3) + b"sad"
+    assert codec.from_binary(data) == ["sad"]
+    assert codec.to_text(["sad", "a b"]) == '{sad,"a b"}'
+
+
 def test_registries_are_independent() -> None:
     first, second = TypeRegistry(), TypeRegistry()
     first.register_type(20000, "public", "mood")
@@ -169,3 +210,13 @@ def test_value_classes() -> None:
         hash(PgArray((0,), [1]))
     with pytest.raises(FrozenInstanceError):
         PgDate(1).days = 2  # type: ignore[misc]
+
+
+def test_a_user_type_named_like_a_builtin_keeps_its_schema() -> None:
+    registry = TypeRegistry()
+    codec = registry.register_type(40001, "public", "int4")
+    assert codec.name == "public.int4"
+    assert codec.from_binary(b"\x00\x00\x00\x2a") == RawBinary(40001, b"\x00\x00\x00\x2a")
+    arrays = registry.register_type(40002, "public", "_int4")
+    assert (arrays.name, arrays.category) == ("public._int4", "A")
+    assert registry.register_type(40003, "", "int4").name == "int4"  # a domain over int4

@@ -1,0 +1,171 @@
+"""Change events that fit their tables: a cheap check at the source, a diagnosis at the sink.
+
+The decoder accepts any message whose bytes are well formed; a well-formed message can
+still disagree with the Relation it names (a tuple with more columns), or carry a value
+its type cannot hold (text that is not UTF-8, a 1-byte binary int4). Both must stop the
+stream with a :class:`~capture.errors.DecodeError` naming the WAL position, the relation
+and the column, before anything at or after it is acknowledged, never crash an encoder.
+
+* :func:`check_row` runs in :class:`~capture.transactions.TransactionAssembler` on every
+  row message, so encoders only ever see tuples with their table's column count and text
+  values in valid UTF-8 (which some encoders copy as bytes without decoding). It costs a
+  length comparison and one ``bytes.isascii()`` of the message in the common case.
+* Whether each value is valid for its TYPE is not checked per row (that would decode every
+  value twice on the hot path). An encoder that fails on a value raises; the caller of the
+  encoder then asks :func:`explain` which value of the event is at fault: it decodes and
+  renders every value of the event with the table's codecs, and returns a DecodeError for
+  the first one they reject, or None when all are fine (then the exception is a bug in the
+  encoder and must propagate unchanged)::
+
+      try:
+          messages = encoder.change(event)
+      except Exception as exc:
+          raise (explain(event, exc) or exc) from exc
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from capture.errors import DecodeError
+from capture.events import ChangeEvent, Image, Op, Table
+from capture.pgoutput.messages import TupleData
+
+_TEXT: Final = ord("t")
+_NULL: Final = ord("n")
+_BINARY: Final = ord("b")
+_MESSAGE_TYPES: Final = {Op.INSERT: "I", Op.UPDATE: "U", Op.DELETE: "D", Op.TRUNCATE: "T"}
+
+
+def check_row(
+    table: Table,
+    message_type: str,
+    raw: bytes,
+    wal_start: int,
+    *tuples: TupleData | None,
+    key_only: TupleData | None = None,
+) -> None:
+    """Raise a DecodeError unless every tuple of a row message fits ``table``.
+
+    ``raw`` is the whole message: when it is all ASCII, so is every text value in it, and
+    only the column counts are compared. ``key_only`` is an old key image (``'K'``), whose
+    non-key columns must be NULL (pgoutput sends them so; encoders may read every column).
+    """
+    ncols = len(table.columns)
+    ascii_only = raw.isascii()
+    for data in (*tuples, key_only):
+        if data is None:
+            continue
+        if len(data.values) != ncols:
+            raise DecodeError(
+                f"the tuple has {len(data.values)} columns, but the Relation message of "
+                f"{table.qualified_name} (OID {table.relation_id}) describes {ncols}",
+                message_type=message_type,
+                offset=None,
+                lsn=wal_start,
+                relation=table.qualified_name,
+            )
+        if not ascii_only:
+            _check_text(table, data, message_type, wal_start)
+    if key_only is not None:
+        _check_key_image(table, key_only, message_type, wal_start)
+
+
+def _check_key_image(table: Table, data: TupleData, message_type: str, wal_start: int) -> None:
+    kinds = data.kinds
+    keys = table.key_indexes
+    for i in range(len(kinds)):
+        if kinds[i] != _NULL and i not in keys:
+            raise DecodeError(
+                "the old key image carries a value in a column that is not part of the "
+                "replica identity",
+                message_type=message_type,
+                offset=None,
+                lsn=wal_start,
+                relation=table.qualified_name,
+                column=table.columns[i].name,
+            )
+
+
+def _check_text(table: Table, data: TupleData, message_type: str, wal_start: int) -> None:
+    kinds = data.kinds
+    for i, raw in enumerate(data.values):
+        if kinds[i] == _TEXT:
+            try:
+                raw.decode()  # type: ignore[union-attr]  # a 't' value is bytes
+            except UnicodeDecodeError as exc:
+                raise DecodeError(
+                    f"the text value is not valid UTF-8 (byte {exc.start} of {len(exc.object)})",
+                    message_type=message_type,
+                    offset=None,
+                    lsn=wal_start,
+                    relation=table.qualified_name,
+                    column=table.columns[i].name,
+                ) from None
+
+
+def explain(event: ChangeEvent, exc: BaseException) -> DecodeError | None:
+    """The DecodeError for the first value of ``event`` its table's codecs reject, or None.
+
+    ``exc`` is what the encoder raised; its type and message are part of the reason.
+    The WAL position named is the transaction's commit LSN (the change is its
+    ``event.ordinal``-th).
+    """
+    for label, image in (("new row", event.after), ("old row", event.before)):
+        if image is None:
+            continue
+        table = image.table
+        if len(image.tuple.values) != len(table.columns):
+            return DecodeError(
+                f"change {event.ordinal} of transaction {event.xid}: the {label} has "
+                f"{len(image.tuple.values)} columns, the table {len(table.columns)}",
+                message_type=_MESSAGE_TYPES.get(event.op, "?"),
+                offset=None,
+                lsn=event.commit_lsn,
+                relation=table.qualified_name,
+            )
+        found = _first_bad_value(image)
+        if found is not None:
+            index, problem = found
+            return DecodeError(
+                f"change {event.ordinal} of transaction {event.xid} ({event.op.value}, "
+                f"{label}): {problem}, so the output format failed "
+                f"({type(exc).__name__}: {_short(str(exc))})",
+                message_type=_MESSAGE_TYPES.get(event.op, "?"),
+                offset=None,
+                lsn=event.commit_lsn,
+                relation=table.qualified_name,
+                column=table.columns[index].name,
+            )
+    return None
+
+
+def _first_bad_value(image: Image) -> tuple[int, str] | None:
+    """(column index, what is wrong) of the first value the codecs reject, or None."""
+    table = image.table
+    data = image.tuple
+    for i, raw in enumerate(data.values):
+        if type(raw) is not bytes:
+            continue
+        column = table.columns[i]
+        binary = data.kinds[i] == _BINARY
+        form = "binary" if binary else "text"
+        try:
+            if binary:
+                # Formats often render a binary value as text and parse that: both must work.
+                text = table.renderers[i](table.binary_decoders[i](raw))
+                table.text_decoders[i](text.encode())
+            else:
+                raw.decode()
+                table.renderers[i](table.text_decoders[i](raw))
+        except Exception as exc:  # noqa: BLE001 - any failure of a codec is the answer
+            return i, (
+                f"its {form} value ({len(raw)} bytes) is not a valid {column.type_name} "
+                f"({type(exc).__name__}: {_short(str(exc))})"
+            )
+    return None
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
