@@ -1,9 +1,9 @@
 """``walcast status``: what a replication slot and its publications look like right now.
 
-Per slot (``--slot S``; default: every logical slot of the DSN's database): output plugin,
-the walsender streaming from it (pid) and when its consumer last replied, the confirmed
-flush LSN, the lag in bytes (current WAL position minus confirmed flush) and in time, the
-WAL the slot retains, and the risk that ``max_slot_wal_keep_size`` invalidates it.
+Per slot (``--slot S``, repeatable; default: every logical slot of the DSN's database):
+output plugin, the walsender streaming from it (pid) and when its consumer last replied, the
+confirmed flush LSN, the lag in bytes (current WAL position minus confirmed flush) and in
+time, the WAL the slot retains, and the risk that ``max_slot_wal_keep_size`` invalidates it.
 
 Lag in time comes from the consumer's last standby status update, as
 ``pg_stat_replication`` measures it (``replay_lag``, else ``flush_lag``, else
@@ -47,7 +47,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dsn_argument(parser)
-    parser.add_argument("--slot", help="only this slot (default: every logical slot here)")
+    parser.add_argument(
+        "--slot",
+        action="append",
+        help="only this slot (repeatable; default: every logical slot of the database)",
+    )
     parser.add_argument(
         "--publication",
         action="append",
@@ -88,7 +92,7 @@ def command(args: argparse.Namespace) -> int:
     dsn = dsn_from(args)
     with connect(dsn) as conn:
         try:
-            report = gather(conn, args.slot, args.publication or [])
+            report = gather(conn, args.slot or [], args.publication or [])
         except psycopg.Error as exc:
             raise SetupError(
                 f"cannot read the catalog on {dsn_util.describe(dsn)}: "
@@ -105,18 +109,25 @@ def command(args: argparse.Namespace) -> int:
 
 
 def gather(
-    conn: psycopg.Connection[Any], slot: str | None, publication_names: Sequence[str]
+    conn: psycopg.Connection[Any], slot_names: Sequence[str], publication_names: Sequence[str]
 ) -> dict[str, Any]:
-    """The status report (the ``--json`` object) of ``slot`` and ``publication_names``."""
+    """The status report (the ``--json`` object) of the slots and publications named.
+
+    No slot names: every logical slot of the database; no publication names: every
+    publication.
+    """
     from capture.replication import catalog  # noqa: PLC0415
 
-    slots = catalog.slot_status(conn, slot)
-    if slot is not None and not slots:
-        known = catalog.slot_names(conn)
-        raise ConfigError(
-            f"--slot {slot}: no such replication slot",
-            hint=f"slots on this server: {', '.join(known)}" if known else "this server has none",
-        )
+    slots = [] if slot_names else catalog.slot_status(conn)
+    for name in dict.fromkeys(slot_names):
+        found = catalog.slot_status(conn, name)
+        if not found:
+            known = catalog.slot_names(conn)
+            raise ConfigError(
+                f"--slot {name}: no such replication slot",
+                hint=f"slots on this server: {', '.join(known)}" if known else "there are none",
+            )
+        slots += found
     pubs = catalog.publications(conn, publication_names)
     missing = sorted(set(publication_names) - {p.name for p in pubs})
     if missing:

@@ -99,6 +99,8 @@ def test_status_json(pg_dsn: str, names: Names) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     (slot,) = report["slots"]
+    again = walcast("status", "--dsn", pg_dsn, "--slot", names.slot, "--slot", names.slot, "--json")
+    assert [s["slot"] for s in json.loads(again.stdout)["slots"]] == [names.slot]
     assert slot["slot"] == names.slot
     assert slot["plugin"] == "pgoutput"
     assert (slot["active"], slot["active_pid"], slot["lag_seconds"]) == (False, None, None)
@@ -123,7 +125,7 @@ def test_status_json(pg_dsn: str, names: Names) -> None:
 @pytest.mark.integration
 def test_status_errors_are_one_line(pg_dsn: str, names: Names) -> None:
     one_line_error(
-        walcast("status", "--dsn", pg_dsn, "--slot", f"{names.slot}_x"),
+        walcast("status", "--dsn", pg_dsn, "--slot", names.slot, "--slot", f"{names.slot}_x"),
         f"--slot {names.slot}_x: no such replication slot",
         names.slot,
     )
