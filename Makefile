@@ -19,6 +19,7 @@ $(PYTHON):
 setup: $(PYTHON)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
 	PYTHON=$(PYTHON) scripts/fetch-spark-jars >/dev/null
+	scripts/build-readers >/dev/null
 
 services-start:
 	$(SERVICES) start all

@@ -95,7 +95,7 @@ def civil(text: str) -> Civil:
 def days_from_civil(year: int, month: int, day: int) -> int:
     """Days since 1970-01-01 in the proleptic Gregorian calendar (any astronomical year)."""
     y = year - (month <= 2)
-    era = (y if y >= 0 else y - 399) // 400
+    era = y // 400  # floor division (the C original truncates, hence its y - 399)
     yoe = y - era * 400
     doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
