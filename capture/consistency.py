@@ -7,9 +7,11 @@ stream with a :class:`~capture.errors.DecodeError` naming the WAL position, the 
 and the column, before anything at or after it is acknowledged, never crash an encoder.
 
 * :func:`check_row` runs in :class:`~capture.transactions.TransactionAssembler` on every
-  row message, so encoders only ever see tuples with their table's column count and text
-  values in valid UTF-8 (which some encoders copy as bytes without decoding). It costs a
-  length comparison and one ``bytes.isascii()`` of the message in the common case.
+  row message, so encoders only ever see tuples with their table's column count, text
+  values in valid UTF-8 (which some encoders copy as bytes without decoding), old key
+  images with NULL outside the key, and binary values of fixed-size types (int4,
+  timestamptz, uuid ...) of exactly their size. It costs a length comparison, one
+  ``bytes.isascii()`` of the message and a look for binary kinds in the common case.
 * Whether each value is valid for its TYPE is not checked per row (that would decode every
   value twice on the hot path). An encoder that fails on a value raises; the caller of the
   encoder then asks :func:`explain` which value of the event is at fault: it decodes and
@@ -30,6 +32,7 @@ from typing import Final
 from capture.errors import DecodeError
 from capture.events import ChangeEvent, Image, Op, Table
 from capture.pgoutput.messages import TupleData
+from capture.types.registry import FIXED_BINARY_SIZES
 
 _TEXT: Final = ord("t")
 _NULL: Final = ord("n")
@@ -56,6 +59,8 @@ def check_row(
     for data in (*tuples, key_only):
         if data is None:
             continue
+        if _BINARY in data.kinds:
+            _check_binary_sizes(table, data, message_type, wal_start)
         if len(data.values) != ncols:
             raise DecodeError(
                 f"the tuple has {len(data.values)} columns, but the Relation message of "
@@ -85,6 +90,26 @@ def _check_key_image(table: Table, data: TupleData, message_type: str, wal_start
                 relation=table.qualified_name,
                 column=table.columns[i].name,
             )
+
+
+def _check_binary_sizes(
+    table: Table, data: TupleData, message_type: str, wal_start: int
+) -> None:
+    kinds = data.kinds
+    decoders = table.binary_decoders
+    for i, raw in enumerate(data.values):
+        if kinds[i] == _BINARY and i < len(decoders):
+            size = FIXED_BINARY_SIZES.get(decoders[i])
+            if size is not None and len(raw) != size:  # type: ignore[arg-type]
+                raise DecodeError(
+                    f"the binary {table.columns[i].type_name} value has "
+                    f"{len(raw)} bytes, its send format {size}",  # type: ignore[arg-type]
+                    message_type=message_type,
+                    offset=None,
+                    lsn=wal_start,
+                    relation=table.qualified_name,
+                    column=table.columns[i].name,
+                )
 
 
 def _check_text(table: Table, data: TupleData, message_type: str, wal_start: int) -> None:

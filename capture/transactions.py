@@ -77,6 +77,7 @@ _NO_ITEMS: Final[tuple[StreamItem, ...]] = ()
 _ROW_TYPES: Final = frozenset({MessageType.INSERT, MessageType.UPDATE, MessageType.DELETE})
 _TRUNCATE: Final = MessageType.TRUNCATE
 _INSERT: Final = Op.INSERT
+_B: Final = ord("b")
 
 
 class ProtocolStateError(WalcastError):
@@ -280,8 +281,9 @@ class TransactionAssembler:
             table = self._tables.get(message.relation_id) or self.relations.table(
                 message.relation_id, lsn=wal_start
             )
-            if len(message.new.values) != len(table.columns) or not raw.isascii():
-                check_row(table, "I", raw, wal_start, message.new)
+            new = message.new
+            if len(new.values) != len(table.columns) or not raw.isascii() or _B in new.kinds:
+                check_row(table, "I", raw, wal_start, new)
             opened.ordinal += 1
             return [
                 ChangeEvent(

@@ -291,6 +291,28 @@ _BUILTIN_BY_NAME: Final = {codec.name: codec for codec in _BUILTIN_BY_OID.values
 _CATALOG_NAMESPACES: Final = frozenset({"", "pg_catalog"})
 
 
+_BINARY_SIZES: Final = {
+    16: 1, 18: 1, 20: 8, 21: 2, 23: 4, 26: 4, 27: 6, 28: 4, 29: 4, 700: 4, 701: 8, 1082: 4,
+    1083: 8, 1114: 8, 1184: 8, 1186: 16, 1266: 12, 2950: 16, 3220: 8, 5069: 8,
+}  # fmt: skip
+"""Built-in types whose send format has a fixed length (bytes), by OID."""
+
+
+def _sizes_by_decoder() -> dict[Callable[[bytes], Any], int]:
+    sizes: dict[Callable[[bytes], Any], int] = {}
+    for oid, size in _BINARY_SIZES.items():
+        decoder = _BUILTIN_BY_OID[oid].from_binary
+        assert sizes.get(decoder, size) == size, f"decoder of OID {oid} is shared by sizes"
+        sizes[decoder] = size
+    return sizes
+
+
+FIXED_BINARY_SIZES: Final = _sizes_by_decoder()
+"""Binary decoder → the exact length of the send data it accepts, for fixed-size types
+(a domain's codec shares its base type's decoder). Checking a value's length against it
+is the cheap part of validating binary values (see :mod:`capture.consistency`)."""
+
+
 def builtin_codecs() -> dict[int, TypeCodec]:
     """Return a copy of the built-in OID -> codec table."""
     return dict(_BUILTIN_BY_OID)

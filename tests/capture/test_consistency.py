@@ -16,6 +16,7 @@ TABLE = make_table("shop", "orders", [("id", "int4", True), ("note", "text", Fal
 
 def test_a_row_that_fits_passes() -> None:
     check_row(TABLE, "I", b"I...", 0x10, TupleData(b"tt", (b"1", b"caf\xc3\xa9")))
+    check_row(TABLE, "I", b"I", 0x10, TupleData(b"bb", (b"\x00\x00\x00\x01", b"\xff")))
     check_row(TABLE, "D", b"D\xff", 0x10, key_only=TupleData(b"tn", (b"1", None)))
 
 
@@ -26,6 +27,8 @@ def test_a_row_that_fits_passes() -> None:
         ((TupleData(b"t", (b"1",)),), None, "the tuple has 1 columns"),
         ((TupleData(b"tt", (b"1", b"\xc3")),), None, "column note: the text value is not"),
         ((), TupleData(b"tt", (b"1", b"x")), "column note: the old key image carries"),
+        ((TupleData(b"bt", (b"\x07", b"a")),), None, "column id: the binary int4 value has 1"),
+        ((TupleData(b"bt", (b"\x00" * 8, b"a")),), None, "binary int4 value has 8 bytes"),
     ],
 )
 def test_a_row_that_does_not_fit_is_a_decode_error_naming_where(

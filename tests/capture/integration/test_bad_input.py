@@ -25,7 +25,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.capture.integration.fake_walsender import FakeWalsender
 from tests.support import scenario as sc
+from tests.support import wire
 
 pytestmark = pytest.mark.integration
 SERVICES = sc.REPO / "scripts" / "local-services"
@@ -416,3 +418,86 @@ def test_creating_a_publication_without_the_privilege(
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-v"]))
+
+
+# -- messages the decoder accepts but that do not fit (item 11), from a fake walsender
+
+REL = wire.relation(16384, "public", "t", [(1, "id", 23, -1), (0, "v", 25, -1)])
+GOOD = [
+    (0x100, wire.begin(0x130, 0, 700)),
+    (0x108, REL),
+    (0x110, wire.insert(16384, [("t", b"1"), ("t", b"a")])),
+    (0x130, wire.commit(0x130, 0x138, 0)),
+]
+
+
+def _bad_transaction(*messages: bytes, ts: int = 0) -> list[tuple[int, bytes]]:
+    lsn = 0x200
+    out = [(lsn, wire.begin(0x2F0, ts, 701))]
+    for message in messages:
+        lsn += 0x10
+        out.append((lsn, message))
+    return [*out, (0x2F0, wire.commit(0x2F0, 0x2F8, ts))]
+
+
+@pytest.mark.parametrize(
+    ("stream", "needles"),
+    [
+        pytest.param(
+            _bad_transaction(wire.insert(16384, [("t", b"2"), ("t", b"b"), ("t", b"c")])),
+            ["cannot decode pgoutput message 'I', WAL position 0/210, relation public.t",
+             "the tuple has 3 columns", "describes 2"],
+            id="more-columns-than-the-relation",
+        ),
+        pytest.param(
+            _bad_transaction(wire.insert(16384, [("t", b"2"), ("t", b"caf\xe9")])),
+            ["WAL position 0/210, relation public.t column v", "not valid UTF-8"],
+            id="text-that-is-not-utf8",
+        ),
+        pytest.param(
+            _bad_transaction(wire.delete(16384, [("t", b"1"), ("t", b"a")], old_kind="K")),
+            ["relation public.t column v", "old key image carries a value"],
+            id="a-key-image-with-a-non-key-value",
+        ),
+        pytest.param(
+            _bad_transaction(wire.insert(16384, [("t", b"2"), ("t", b"b")]), ts=2**62),
+            ["message 'B' at offset 9, WAL position 0/200", "outside years 1 to 9999"],
+            id="begin-time-2**62",
+        ),
+        pytest.param(
+            _bad_transaction(wire.truncate([99999])),
+            ["change for relation OID 99999 at WAL position 0/210"],
+            id="truncate-of-an-unknown-relation",
+        ),
+        pytest.param(
+            _bad_transaction(wire.insert(16384, [("b", b"\x07"), ("t", b"b")])),
+            ["WAL position 0/210, relation public.t column id", "binary int4 value has 1 bytes"],
+            id="a-1-byte-binary-int4",
+        ),
+        pytest.param(
+            _bad_transaction(wire.insert(16384, [("b", b"\x00\x00\x00\x07"), ("b", b"\xff")])),
+            ["WAL position 0/2F0, relation public.t column v", "not a valid text"],
+            id="binary-text-that-is-not-utf8",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="needs the pump (or each sink's send_change) to turn an encoder's "
+                "failure into capture.consistency.explain(event, exc); lead",
+            ),
+        ),
+    ],
+)
+def test_a_message_that_does_not_fit_stops_the_stream_before_its_position(
+    stream: list[tuple[int, bytes]], needles: list[str]
+) -> None:
+    server = FakeWalsender([*GOOD, *stream])
+    try:
+        done = walcast(
+            "tail", "--dsn", server.dsn, "--slot", server.slot, "--publication", "p",
+            "--snapshot", "never", "--proto-version", "1",
+        )  # fmt: skip
+    finally:
+        server.close()
+    done.error_line(*needles)
+    assert done.done.returncode == 5
+    assert server.flushed, "walcast sent no status update"
+    assert max(server.flushed) < 0x200  # nothing of the bad transaction acknowledged
