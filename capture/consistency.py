@@ -92,9 +92,7 @@ def _check_key_image(table: Table, data: TupleData, message_type: str, wal_start
             )
 
 
-def _check_binary_sizes(
-    table: Table, data: TupleData, message_type: str, wal_start: int
-) -> None:
+def _check_binary_sizes(table: Table, data: TupleData, message_type: str, wal_start: int) -> None:
     kinds = data.kinds
     decoders = table.binary_decoders
     for i, raw in enumerate(data.values):

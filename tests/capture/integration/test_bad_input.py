@@ -445,8 +445,11 @@ def _bad_transaction(*messages: bytes, ts: int = 0) -> list[tuple[int, bytes]]:
     [
         pytest.param(
             _bad_transaction(wire.insert(16384, [("t", b"2"), ("t", b"b"), ("t", b"c")])),
-            ["cannot decode pgoutput message 'I', WAL position 0/210, relation public.t",
-             "the tuple has 3 columns", "describes 2"],
+            [
+                "cannot decode pgoutput message 'I', WAL position 0/210, relation public.t",
+                "the tuple has 3 columns",
+                "describes 2",
+            ],
             id="more-columns-than-the-relation",
         ),
         pytest.param(
