@@ -42,6 +42,7 @@ def names(pg_dsn: str) -> Iterator[Names]:
             f"CREATE PUBLICATION {made.pub} FOR TABLE {made.schema}.orders, {made.schema}.notes"
         )
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (made.slot,))
+        conn.execute("SET synchronous_commit = on")  # the server's WAL position includes it
         conn.execute(f"INSERT INTO {made.schema}.orders SELECT g, 1 FROM generate_series(1, 500) g")
     try:
         yield made

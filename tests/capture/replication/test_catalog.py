@@ -106,6 +106,9 @@ def test_status_of_an_idle_slot_tracks_lag_and_retained_wal(pg_dsn: str, names: 
         assert catalog.slot_status(conn, names.slot) == []
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (names.slot,))
         (before,) = catalog.slot_status(conn, names.slot)
+        # The test server runs with synchronous_commit=off: this session's commit waits
+        # for its WAL to be written, so the server's current WAL position includes it.
+        conn.execute("SET synchronous_commit = on")
         conn.execute(
             f"INSERT INTO {names.schema}.keyless "
             "SELECT repeat('x', 1000) FROM generate_series(1, 2000)"
