@@ -6,12 +6,14 @@ its type cannot hold (text that is not UTF-8, a 1-byte binary int4). Both must s
 stream with a :class:`~capture.errors.DecodeError` naming the WAL position, the relation
 and the column, before anything at or after it is acknowledged, never crash an encoder.
 
-* :func:`check_row` runs in :class:`~capture.transactions.TransactionAssembler` on every
-  row message, so encoders only ever see tuples with their table's column count, text
-  values in valid UTF-8 (which some encoders copy as bytes without decoding), old key
-  images with NULL outside the key, and binary values of fixed-size types (int4,
-  timestamptz, uuid ...) of exactly their size. It costs a length comparison, one
-  ``bytes.isascii()`` of the message and a look for binary kinds in the common case.
+* :class:`~capture.transactions.TransactionAssembler` checks every row message, so
+  encoders only ever see tuples with their table's column count, text values in valid
+  UTF-8 (which some encoders copy as bytes without decoding), old key images with NULL
+  outside the key, and binary values of fixed-size types (int4, timestamptz, uuid ...) of
+  exactly their size. The common row (every column sent as ASCII text) is recognised by
+  :func:`plainly_fits` / :func:`plain_key_image` at a cost of well under 0.1 µs (an
+  identity test of the kind bytes, one join and ``bytes.isascii()``); any other row goes
+  through :func:`check_row`, which checks it fully.
 * Whether each value is valid for its TYPE is not checked per row (that would decode every
   value twice on the hot path). An encoder that fails on a value raises; the caller of the
   encoder then asks :func:`explain` which value of the event is at fault: it decodes and
@@ -22,7 +24,10 @@ and the column, before anything at or after it is acknowledged, never crash an e
       try:
           messages = encoder.change(event)
       except Exception as exc:
-          raise (explain(event, exc) or exc) from exc
+          found = explain(event, exc)
+          if found is None:
+              raise
+          raise found from exc
 """
 
 from __future__ import annotations
@@ -38,6 +43,34 @@ _TEXT: Final = ord("t")
 _NULL: Final = ord("n")
 _BINARY: Final = ord("b")
 _MESSAGE_TYPES: Final = {Op.INSERT: "I", Op.UPDATE: "U", Op.DELETE: "D", Op.TRUNCATE: "T"}
+
+
+_join: Final = b"".join
+
+
+def plainly_fits(data: TupleData, text_kinds: bytes) -> bool:
+    """Whether ``data`` certainly fits its table: every column sent as ASCII text.
+
+    ``text_kinds`` is the table's entry in ``RelationCache.rows_by_id`` (the decoder's
+    object for an all-text tuple of the table's column count). False says nothing: the
+    tuple must then go through :func:`check_row`.
+    """
+    return data.kinds is text_kinds and _join(data.values).isascii()  # type: ignore[arg-type]
+
+
+def key_image_kinds(table: Table) -> bytes:
+    """The kind bytes of an old key image of ``table`` whose key is sent as text."""
+    keys = table.key_indexes
+    return bytes(_TEXT if i in keys else _NULL for i in range(len(table.columns)))
+
+
+def plain_key_image(data: TupleData, kinds: bytes) -> bool:
+    """Whether old key image ``data`` certainly fits (False says nothing, see above).
+
+    It does when its kinds are exactly ``kinds`` (from :func:`key_image_kinds`) and its key
+    values are ASCII.
+    """
+    return data.kinds == kinds and _join(filter(None, data.values)).isascii()  # type: ignore[arg-type]
 
 
 def check_row(
@@ -59,8 +92,6 @@ def check_row(
     for data in (*tuples, key_only):
         if data is None:
             continue
-        if _BINARY in data.kinds:
-            _check_binary_sizes(table, data, message_type, wal_start)
         if len(data.values) != ncols:
             raise DecodeError(
                 f"the tuple has {len(data.values)} columns, but the Relation message of "
@@ -70,6 +101,8 @@ def check_row(
                 lsn=wal_start,
                 relation=table.qualified_name,
             )
+        if _BINARY in data.kinds:
+            _check_binary_sizes(table, data, message_type, wal_start)
         if not ascii_only:
             _check_text(table, data, message_type, wal_start)
     if key_only is not None:
@@ -96,7 +129,7 @@ def _check_binary_sizes(table: Table, data: TupleData, message_type: str, wal_st
     kinds = data.kinds
     decoders = table.binary_decoders
     for i, raw in enumerate(data.values):
-        if kinds[i] == _BINARY and i < len(decoders):
+        if kinds[i] == _BINARY:
             size = FIXED_BINARY_SIZES.get(decoders[i])
             if size is not None and len(raw) != size:  # type: ignore[arg-type]
                 raise DecodeError(
@@ -112,6 +145,13 @@ def _check_binary_sizes(table: Table, data: TupleData, message_type: str, wal_st
 
 def _check_text(table: Table, data: TupleData, message_type: str, wal_start: int) -> None:
     kinds = data.kinds
+    texts = [v for k, v in zip(kinds, data.values, strict=True) if k == _TEXT]
+    try:
+        b"\x00".join(texts).decode()  # type: ignore[arg-type]  # NUL: no character spans two
+    except UnicodeDecodeError:
+        pass
+    else:
+        return
     for i, raw in enumerate(data.values):
         if kinds[i] == _TEXT:
             try:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from capture.errors import UnknownRelationError
 from capture.events import Column, Table
 from capture.lsn import format_lsn
+from capture.pgoutput.decoder import all_text_kinds
 from capture.pgoutput.messages import Relation, ReplicaIdentity, Type
 from capture.types import TypeRegistry
 
@@ -54,6 +55,10 @@ class RelationCache:
         self._tables: dict[int, Table] = {}
         self.tables_by_id = self._tables
         """Read-only view for hot paths: relation OID → Table (use :meth:`table` to fail)."""
+        self.rows_by_id: dict[int, tuple[Table, bytes]] = {}
+        """Read-only view for the row path: relation OID → (Table, the kinds of a tuple of
+        it all sent as text, the decoder's own object: ``tuple.kinds is kinds`` says that
+        the tuple has the table's column count and no NULL, unchanged or binary value)."""
 
     def apply_type(self, message: Type) -> None:
         """Record a Type message (enum, domain or other non-built-in type)."""
@@ -98,6 +103,7 @@ class RelationCache:
             primary_key=primary_key,
         )
         self._tables[message.relation_id] = table
+        self.rows_by_id[message.relation_id] = (table, all_text_kinds(len(columns)))
         return table
 
     def table(self, relation_id: int, *, lsn: int | None = None) -> Table:

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NoReturn
 
-from capture.consistency import check_row
+from capture.consistency import check_row, key_image_kinds, plain_key_image, plainly_fits
 from capture.errors import DecodeError, WalcastError
 from capture.events import (
     ChangeEvent,
@@ -42,6 +42,7 @@ from capture.events import (
     LogicalMessageEvent,
     Op,
     StreamItem,
+    Table,
     TransactionBegin,
     TransactionCommit,
 )
@@ -67,6 +68,7 @@ from capture.pgoutput.messages import (
     StreamStart,
     StreamStop,
     Truncate,
+    TupleData,
     Type,
     Update,
 )
@@ -77,7 +79,7 @@ _NO_ITEMS: Final[tuple[StreamItem, ...]] = ()
 _ROW_TYPES: Final = frozenset({MessageType.INSERT, MessageType.UPDATE, MessageType.DELETE})
 _TRUNCATE: Final = MessageType.TRUNCATE
 _INSERT: Final = Op.INSERT
-_B: Final = ord("b")
+_join: Final = b"".join
 
 
 class ProtocolStateError(WalcastError):
@@ -127,7 +129,7 @@ class TransactionAssembler:
         hold_transactions: bool = False,
     ) -> None:
         self.relations = relations
-        self._tables = relations.tables_by_id
+        self._rows = relations.rows_by_id
         self.hold_transactions = hold_transactions
         self._replay_decoder = PgOutputDecoder(proto_version, streaming_parallel=streaming_parallel)
         self._memory_limit = memory_limit
@@ -137,6 +139,8 @@ class TransactionAssembler:
         self._current_stream: _Held | None = None
         self._prepared: dict[str, _Held] = {}
         self._preparing: tuple[str, _Held] | None = None
+        self._key_kinds: dict[Table, bytes] = {}
+        """Kind bytes of a plain old key image, per table (see :mod:`capture.consistency`)."""
         self._replaying: tuple[Generator[StreamItem, None, None], _Held] | None = None
         """The replay in progress and its held transaction (until the replay ends)."""
         self._handlers: dict[type, Callable[[Message, bytes, int], Iterable[StreamItem]]] = {
@@ -278,25 +282,28 @@ class TransactionAssembler:
         Every tuple is checked against its table first (:func:`~capture.consistency.check_row`).
         """
         if type(message) is Insert:
-            table = self._tables.get(message.relation_id) or self.relations.table(
-                message.relation_id, lsn=wal_start
+            table, text_kinds = self._rows.get(message.relation_id) or self._unknown(
+                message.relation_id, wal_start
             )
             new = message.new
-            if len(new.values) != len(table.columns) or not raw.isascii() or _B in new.kinds:
+            # plainly_fits(new, text_kinds), inlined on the hottest path; a message that is
+            # all ASCII (its relation OID's bytes too) needs no join
+            if new.kinds is not text_kinds or not (
+                raw.isascii() or _join(new.values).isascii()  # type: ignore[arg-type]
+            ):
                 check_row(table, "I", raw, wal_start, new)
             opened.ordinal += 1
             return [
                 ChangeEvent(
-                    _INSERT, table, None, Image(table, message.new), opened.xid,
+                    _INSERT, table, None, Image(table, new), opened.xid,
                     opened.commit_lsn, opened.commit_ts, opened.ordinal,
                 )
             ]  # fmt: skip
         if isinstance(message, Update):
             table = self.relations.table(message.relation_id, lsn=wal_start)
-            if message.old_is_key:
-                check_row(table, "U", raw, wal_start, message.new, key_only=message.old)
-            else:
-                check_row(table, "U", raw, wal_start, message.new, message.old)
+            self._check_images(
+                table, "U", raw, wal_start, message.old_is_key, message.old, message.new
+            )
             before = (
                 Image(table, message.old, key_only=message.old_is_key)
                 if message.old is not None
@@ -311,10 +318,7 @@ class TransactionAssembler:
             ]  # fmt: skip
         if isinstance(message, Delete):
             table = self.relations.table(message.relation_id, lsn=wal_start)
-            if message.old_is_key:
-                check_row(table, "D", raw, wal_start, key_only=message.old)
-            else:
-                check_row(table, "D", raw, wal_start, message.old)
+            self._check_images(table, "D", raw, wal_start, message.old_is_key, message.old, None)
             before = (
                 Image(table, message.old, key_only=message.old_is_key)
                 if message.old is not None
@@ -346,6 +350,35 @@ class TransactionAssembler:
                 )
             ]
         return _NO_ITEMS
+
+    def _unknown(self, relation_id: int, wal_start: int) -> NoReturn:
+        self.relations.table(relation_id, lsn=wal_start)  # raises UnknownRelationError
+        raise AssertionError(relation_id)  # pragma: no cover - table() raised
+
+    def _check_images(
+        self,
+        table: Table,
+        message_type: str,
+        raw: bytes,
+        wal_start: int,
+        old_is_key: bool,
+        old: TupleData | None,
+        new: TupleData | None,
+    ) -> None:
+        """Check the images of an Update or Delete (see :mod:`capture.consistency`)."""
+        text_kinds = self._rows[table.relation_id][1]
+        if new is not None and not plainly_fits(new, text_kinds):
+            check_row(table, message_type, raw, wal_start, new)
+        if old is None:
+            return
+        if old_is_key:
+            kinds = self._key_kinds.get(table)
+            if kinds is None:
+                kinds = self._key_kinds[table] = key_image_kinds(table)
+            if not plain_key_image(old, kinds):
+                check_row(table, message_type, raw, wal_start, key_only=old)
+        elif not plainly_fits(old, text_kinds):
+            check_row(table, message_type, raw, wal_start, old)
 
     def _logical_message(
         self, message: Message, raw: bytes, wal_start: int

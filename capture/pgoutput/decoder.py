@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Callable
 from typing import Final
@@ -194,16 +193,30 @@ def _tuple(
     return _tuple_data(_kinds(ncols, special), tuple(values)), pos
 
 
-@functools.cache
-def _all_text(ncols: int) -> bytes:
-    return b"t" * ncols
+_MAX_COLUMNS: Final = 1664
+"""MaxTupleAttributeNumber: no table has more columns."""
+_TEXT_KINDS: Final[dict[int, bytes]] = {}
+
+
+def all_text_kinds(ncols: int) -> bytes:
+    """The kinds of a tuple of ``ncols`` columns all sent as text (``b"ttt…"``).
+
+    For any column count a table can have, every such tuple the decoder builds holds this
+    very object, so callers may recognise one with ``is``.
+    """
+    found = _TEXT_KINDS.get(ncols)
+    if found is None:
+        found = b"t" * ncols
+        if ncols <= _MAX_COLUMNS:  # hostile counts must not grow the cache
+            _TEXT_KINDS[ncols] = found
+    return found
 
 
 def _kinds(ncols: int, special: list[tuple[int, int]] | None) -> bytes:
     """The kind byte of every column: 't' except where ``special`` says otherwise."""
     if special is None:
-        return _all_text(ncols)
-    kinds = bytearray(_all_text(ncols))
+        return _TEXT_KINDS.get(ncols) or all_text_kinds(ncols)
+    kinds = bytearray(all_text_kinds(ncols))
     for index, kind in special:
         kinds[index] = kind
     return bytes(kinds)

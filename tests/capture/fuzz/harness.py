@@ -513,6 +513,7 @@ def _primed(unit: Unit) -> RelationCache:
     types._unresolved_arrays = set(pristine.types._unresolved_arrays)
     relations = RelationCache(types, element_resolver=_fake_elements)
     relations.tables_by_id.update(pristine.tables_by_id)
+    relations.rows_by_id.update(pristine.rows_by_id)
     return relations
 
 
