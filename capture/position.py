@@ -47,6 +47,23 @@ class Checkpoint:
     lsn: int
 
 
+class DeliveryCount:
+    """Delivery reports received, across units.
+
+    How a sink tells a confirming Kafka from a silent one: the producer's queue length also
+    counts client events (error callbacks, log lines), so it cannot.
+    """
+
+    __slots__ = ("reports",)
+
+    def __init__(self) -> None:
+        self.reports = 0
+
+
+_UNCOUNTED: Final = DeliveryCount()
+"""Where the reports of a unit no sink counts go."""
+
+
 @dataclass(slots=True, eq=False)
 class TxnPosition:
     """Delivery state of one unit (transaction, load chunk or checkpoint) of the stream."""
@@ -66,10 +83,13 @@ class TxnPosition:
     """A failure was the broker's message-size limit."""
     on_delivered: Callable[[], None] | None = None
     """Called once, in stream order, when the ledger passes this unit (load progress)."""
+    counter: DeliveryCount = _UNCOUNTED
+    """The sink's count of delivery reports, which :meth:`delivered` increments."""
 
     def delivered(self, err: Any, msg: Any) -> None:
         """Delivery report (librdkafka calls it from ``poll``/``flush``; sinks call it too)."""
         self.outstanding -= 1
+        self.counter.reports += 1
         if err is not None:
             self.failures.append(_describe_failure(err, msg))
             self.too_large = self.too_large or _code(err) == _MSG_SIZE_TOO_LARGE

@@ -41,7 +41,6 @@ from capture.replication import catalog
 from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
 from capture.sinks.kafka_eos import TransactionalKafkaSink  # exactly-once
-from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC  # exactly-once
 from capture.sinks.topics import TopicNamer
 from capture.skip_committed import SkipCommitted  # exactly-once
 from capture.snapshot import (
@@ -67,7 +66,6 @@ MESSAGE_ENVELOPE_BYTES: Final = 1024
 """What a Kafka message carries besides its value (key, headers, record overhead)."""
 DEFAULT_MESSAGE_MAX_BYTES: Final = 1_000_000
 """librdkafka's default ``message.max.bytes``."""
-DEFAULT_SNAPSHOT_TOPIC: Final = "walcast.snapshots"
 PROGRESS_RECORD_TIMEOUT: Final = 60.0
 """How long the start waits for Kafka to confirm that an initial load was recorded."""
 
@@ -87,8 +85,6 @@ class Daemon:
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
         self._load_mode: str | None = None
-        self._kafka_down_since: float | None = None
-        self._reported = False
         self.finished = False
         """``initial-only``: the load is done and delivered; the daemon exits."""
 
@@ -110,13 +106,13 @@ class Daemon:
                 ) from None
             log.info("metrics_listening", host=config.metrics_host, port=server.server_port)
         settings = config.producer_settings()
-        error_after = float(getattr(config, "kafka_error_after", 30.0))
-        if getattr(config, "exactly_once", False):  # -- exactly-once (capture.sinks.kafka_eos)
+        error_after = config.kafka_error_after
+        if config.exactly_once:  # -- exactly-once (capture.sinks.kafka_eos)
             self.sink = TransactionalKafkaSink.for_source(
                 settings,
                 dsn=config.full_dsn(),
                 slot=config.slot,
-                offsets_topic=str(getattr(config, "offsets_topic", DEFAULT_OFFSETS_TOPIC)),
+                offsets_topic=config.offsets_topic,
                 schema_topic=config.schema_topic,
                 error_after=error_after,
                 stop=self.stop,
@@ -163,24 +159,11 @@ class Daemon:
         return 0
 
     def _kafka_down(self, exc: WalcastError) -> None:
-        """Kafka did not answer before a session could start: report it as the sink does."""
-        now = time.monotonic()
-        if self._kafka_down_since is None:
-            self._kafka_down_since = now
-        down = now - self._kafka_down_since
+        """Kafka did not answer before a session could start: the sink times and reports it."""
         assert self.sink is not None
-        if down >= float(getattr(self.config, "kafka_error_after", 30.0)) and not self._reported:
-            self._reported = True
-            log.error(
-                "kafka_unreachable",
-                brokers=self.sink.brokers,
-                seconds=round(down),
-                detail=f"Kafka at {self.sink.brokers} has not answered for {round(down)} s; "
-                "walcast waits (nothing is acknowledged) and retries; check "
-                "kafka.bootstrap_servers and that the brokers run",
-                error=exc.one_line(),
-            )
-        if down >= float(getattr(self.config, "degraded_after", 60.0)):
+        self.sink.note_unreachable(exc.one_line())
+        down = self.sink.outage_seconds
+        if down >= self.config.degraded_after:
             self.metrics.state = {
                 "status": "degraded",
                 "slot": self.config.slot,
@@ -267,8 +250,7 @@ class Daemon:
             )
             self.metrics.healthy = True
             self.metrics.state = {"status": "streaming", "slot": config.slot}
-            self._kafka_down_since = None
-            self._reported = False
+            sink.note_reachable()
             log.info("session_started", slot=config.slot, formats=[o.format for o in outputs])
             pump.run(self.stop, after_batch=lambda: self._after_batch(pump))
         except ConnectionLostError as exc:
@@ -296,7 +278,7 @@ class Daemon:
         records an initial load in the progress topic, confirmed, before the slot exists.
         """
         config = self.config
-        topic = str(getattr(config, "snapshot_topic", DEFAULT_SNAPSHOT_TOPIC))
+        topic = config.snapshot_topic
         progress = KafkaProgress(
             {
                 k: v
@@ -306,6 +288,7 @@ class Daemon:
             topic,
             config.slot,
             sink.publish,
+            stop=self.stop,
         )
         from capture.replication.setup import connect  # noqa: PLC0415
 
@@ -315,9 +298,7 @@ class Daemon:
         if version < 140000:
             return progress, None
         if self._load_mode is None:
-            requested = getattr(config, "snapshot", None)
-            if requested == "auto":
-                requested = None
+            requested: str | None = None if config.snapshot == "auto" else config.snapshot
             if requested is None and not exists and not config.create_slot:
                 requested = "never"  # the session fails on the missing slot anyway
             self._load_mode = resolve_mode(requested, slot_exists=exists, server_version=version)
@@ -331,8 +312,8 @@ class Daemon:
                     )
         settings = LoadSettings(
             self._load_mode,
-            int(getattr(config, "snapshot_workers", 2) or 2),
-            int(getattr(config, "snapshot_chunk_rows", 50_000) or 50_000),
+            config.snapshot_workers,
+            config.snapshot_chunk_rows,
         )
         return progress, settings
 
@@ -466,7 +447,7 @@ class Daemon:
         retained = self.side.run(lambda conn: catalog.wal_retained(conn, self.config.slot))
         if retained is not None:
             metrics.retained_wal.set(retained)
-        degraded_after = float(getattr(self.config, "degraded_after", 60.0))
+        degraded_after = self.config.degraded_after
         outage = sink.outage_seconds
         metrics.healthy = not (sink.in_flight and outage >= degraded_after)
         metrics.state = {

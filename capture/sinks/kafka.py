@@ -38,7 +38,7 @@ from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
 from capture.formats.layout import layout_record
 from capture.lsn import format_lsn
-from capture.position import TxnPosition
+from capture.position import DeliveryCount, TxnPosition
 from capture.pump import Output
 
 log = structlog.get_logger("walcast.kafka")
@@ -139,7 +139,9 @@ class KafkaSink:
         """Times the pump paused on a full queue."""
         self.last_delivery = clock()
         """When Kafka last confirmed a message (or the sink started)."""
-        self._in_flight = 0
+        self.confirmations = DeliveryCount()
+        """Delivery reports of the messages :meth:`send` produced (an outage ends with one)."""
+        self._confirmations_seen = 0
         self._published_layouts: dict[str, object] = {}
         self.wait_hook: Callable[[], None] = lambda: None
         self.producer = Producer(
@@ -197,7 +199,9 @@ class KafkaSink:
             )
         in_flight = len(self.producer)
         now = self._clock()
-        if in_flight < self._in_flight or (in_flight == 0 and self._outage_since is None):
+        reports = self.confirmations.reports
+        if reports != self._confirmations_seen or (in_flight == 0 and self._outage_since is None):
+            self._confirmations_seen = reports
             self.last_delivery = now
             if self._outage_reported:
                 log.info("kafka_reachable", brokers=self.brokers, in_flight=in_flight)
@@ -205,7 +209,6 @@ class KafkaSink:
             self._outage_reported = False
         elif in_flight and self._outage_since is None and now - self.last_delivery > 1.0:
             self._outage_since = self.last_delivery
-        self._in_flight = in_flight
         since = self._outage_since
         if since is not None and not self._outage_reported and now - since >= self.error_after:
             self._outage_reported = True
@@ -219,6 +222,26 @@ class KafkaSink:
                 f"{round(now - since)} s; walcast keeps every change and waits (the slot "
                 "is not advanced); check kafka.bootstrap_servers and that the brokers run",
             )
+
+    def note_unreachable(self, error: str) -> None:
+        """Kafka failed a request other than a delivery (a read of the load's progress topic).
+
+        The same outage as undelivered messages: it is timed from the first such failure and
+        reported once, as ``kafka_unreachable``, by :meth:`_check` (the sink is the one owner
+        of the outage report, whichever request met the outage).
+        """
+        self._last_error = error
+        if self._outage_since is None:
+            self._outage_since = self._clock()
+        self._check()
+
+    def note_reachable(self) -> None:
+        """Kafka answered a request other than a delivery: an outage with nothing in flight ends."""
+        if len(self.producer) == 0 and (self._outage_since is not None or self._outage_reported):
+            if self._outage_reported:
+                log.info("kafka_reachable", brokers=self.brokers, in_flight=0)
+            self._outage_since = None
+            self._outage_reported = False
 
     @property
     def in_flight(self) -> int:
@@ -247,7 +270,10 @@ class KafkaSink:
             return
         namer = output.namer
         assert namer is not None, "a Kafka output needs a topic namer"
-        callback = unit.delivered if unit is not None else None
+        callback = None
+        if unit is not None:
+            unit.counter = self.confirmations
+            callback = unit.delivered
         produce = self.producer.produce
         for message in messages:
             topic = namer.topic(message.schema, message.table)
@@ -419,9 +445,16 @@ class KafkaSink:
                 log.warning("topic_not_created", topic=topic, error=str(exc) or "timed out")
 
     def reachable(self, timeout: float) -> bool:
-        """Whether a broker answers a metadata request within ``timeout`` seconds."""
+        """Whether a broker answers a metadata request within ``timeout`` seconds.
+
+        No answer starts the outage clock (see :meth:`note_unreachable`), from the request.
+        """
+        started = self._clock()
         try:
             self.producer.list_topics(timeout=timeout)
-        except KafkaException:
+        except KafkaException as exc:
+            self._last_error = str(exc)
+            if self._outage_since is None:
+                self._outage_since = started
             return False
         return True

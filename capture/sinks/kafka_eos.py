@@ -496,7 +496,6 @@ class TransactionalKafkaSink(KafkaSink):
         )
         self.producer = producer
         started = self._clock()
-        reported = False
         while True:
             try:
                 producer.init_transactions(WAIT_STEP)
@@ -507,8 +506,8 @@ class TransactionalKafkaSink(KafkaSink):
                     raise self._init_failed(error) from None
             self._check()
             waited = self._clock() - started
-            if not reported and waited >= self.error_after:
-                reported = True
+            if not self._outage_reported and waited >= self.error_after:
+                self._outage_reported = True  # one report an outage, whichever request met it
                 log.error(
                     "kafka_unreachable",
                     brokers=self.brokers,
@@ -518,6 +517,7 @@ class TransactionalKafkaSink(KafkaSink):
                     "producer; walcast waits (nothing is read from the slot meanwhile)",
                 )
             self.wait_hook()
+        self.note_reachable()
         self.committed = read_offset(self.settings, self.offsets_topic, identity.key)
         self._ready = True
         committed = self.committed

@@ -25,6 +25,8 @@ from capture.errors import RetryPolicy, WalcastError
 
 State = Literal["pending", "loading", "done", "dropped"]
 READ_TIMEOUT: Final = 30.0
+READ_STEP: Final = 1.0
+"""How often a read of an unreachable Kafka checks for a stop request."""
 
 
 class ProgressUnavailableError(WalcastError):
@@ -94,11 +96,14 @@ class KafkaProgress:
         topic: str,
         slot: str,
         publish: Callable[[str, bytes, bytes], None],
+        stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self._settings = client_settings
         self.topic = topic
         self.slot = slot
         self._publish = publish
+        self._stop = stop
+        """A stop request ends a wait for an unreachable Kafka within :data:`READ_STEP`."""
 
     def _key(self, table: str) -> bytes:
         return f"{self.slot}/{table}".encode()
@@ -112,6 +117,7 @@ class KafkaProgress:
         from confluent_kafka import (  # noqa: PLC0415 - Kafka only where a daemon runs
             OFFSET_BEGINNING,
             Consumer,
+            KafkaError,
             KafkaException,
             TopicPartition,
         )
@@ -124,16 +130,23 @@ class KafkaProgress:
                 "group.id": f"walcast-progress-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
+                # the end of a partition is reported, not inferred from the high watermark
+                # (which a transaction's control record puts past the last message)
+                "enable.partition.eof": True,
                 "logger": client_logger(),
             }
         )
         prefix = f"{self.slot}/".encode()
         found: dict[bytes, TableProgress] = {}
         try:
-            try:
-                metadata = consumer.list_topics(self.topic, timeout=READ_TIMEOUT)
-            except KafkaException as exc:
-                raise self._unavailable(str(exc)) from None
+            deadline = time.monotonic() + READ_TIMEOUT
+            while True:
+                try:
+                    metadata = consumer.list_topics(self.topic, timeout=READ_STEP)
+                    break
+                except KafkaException as exc:
+                    if self._stop() or time.monotonic() >= deadline:
+                        raise self._unavailable(str(exc)) from None
             topic = metadata.topics.get(self.topic)
             if topic is None or topic.error is not None or not topic.partitions:
                 return []
@@ -154,7 +167,10 @@ class KafkaProgress:
                 message = consumer.poll(0.5)
                 if message is None:
                     continue
-                if message.error() is not None:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - its public name
+                        ends.pop(message.partition() or 0, None)
                     continue
                 key, value = message.key(), message.value()
                 if key and key.startswith(prefix) and value:

@@ -70,6 +70,7 @@ class ReaderHarness:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
+            cwd=workdir,  # the DTS SDK's log4j writes dts-new-subscribe.log into its cwd
             text=True,
             encoding="utf-8",
         )

@@ -129,6 +129,7 @@ def test_run_against_a_dead_broker_pauses_reports_once_and_stops_cleanly(
         assert daemon.process.poll() is None  # a pause, not an exit
         log = daemon.log()
         assert log.count('"event": "kafka_unreachable"') == 1
+        assert '"event": "kafka_reachable"' not in log  # client events are not deliveries
         assert dead in log
         assert "%3|" not in log
         assert all(line.startswith("{") for line in log.splitlines() if line.strip())
