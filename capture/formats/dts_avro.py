@@ -61,7 +61,9 @@ Values (one union item per column)
     numeric(p,s)                  ``Decimal{value, p, s}``; unconstrained numeric:
                                   precision and scale of the value (as Java's
                                   BigDecimal: ``0.001`` is 1, 3); ``NaN``,
-                                  ``Infinity``: value as PostgreSQL prints it, 0, 0
+                                  ``±Infinity``: ``Float{NaN | ±Infinity, 0, -1}``
+                                  (BigDecimal, which the DTS SDK reads a
+                                  ``Decimal`` with, has no such values)
     real / double precision       ``Float{value, precision: 24 / 53, scale: -1}``
                                   (binary digits; scale -1: not fixed)
     char, varchar, text, name,    ``Character{charset: "UTF8", value: UTF-8 bytes}``

@@ -219,19 +219,36 @@ def value_precision_scale(text: str) -> tuple[int, int]:
     return max(len(significant), 1), len(fraction)
 
 
+_NUMERIC_SPECIALS: Final = {
+    text: branch("Float") + avro_double(float(text)) + zigzag(0) + zigzag(-1)
+    for text in (b"NaN", b"Infinity", b"-Infinity")
+}
+"""numeric's NaN and ±Infinity as ``Float`` items (precision 0: not a binary float column).
+
+A ``Decimal`` cannot carry them: the DTS SDK reads its value with ``new BigDecimal(…)``,
+which throws on them, and Java's ``Double.toString`` of the ``Float`` prints exactly
+PostgreSQL's text (``NaN``, ``Infinity``, ``-Infinity``).
+"""
+
+
 def _decimal(typmod: int) -> Converter:
     prefix = branch("Decimal")
+    specials = _NUMERIC_SPECIALS
     declared = numeric_precision_scale(typmod)
     if declared is not None:
         suffix = zigzag(declared[0]) + zigzag(declared[1])
 
         def convert(raw: bytes) -> bytes:
+            if raw[-1] > 0x39:  # ends past "9": NaN, Infinity or -Infinity
+                return specials[raw]
             n = len(raw)
             return prefix + (SMALL[n] if n < SMALL_LIMIT else varint(n)) + raw + suffix
 
         return convert
 
     def convert_free(raw: bytes) -> bytes:
+        if raw[-1] > 0x39:
+            return specials[raw]
         precision, scale = value_precision_scale(raw.decode())
         return prefix + avro_bytes(raw) + zigzag(precision) + zigzag(scale)
 

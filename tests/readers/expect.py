@@ -275,8 +275,6 @@ def _decimal_precision_scale(column: RefColumn, text: str) -> tuple[int, int]:
     declared = numeric_precision_scale(column.typmod)
     if declared is not None:
         return declared
-    if text in ("NaN", "Infinity", "-Infinity"):
-        return 0, 0
     value = Decimal(text)
     exponent = value.as_tuple().exponent
     assert isinstance(exponent, int)
@@ -291,7 +289,7 @@ def dts_kind(column: RefColumn, text: str) -> str:
     if name in _INTEGER_BYTES or name == "bool":
         return "Integer"
     if name == "numeric":
-        return "Decimal"
+        return "Float" if text in _SPECIAL_NUMERIC else "Decimal"
     if name in ("float4", "float8"):
         return "Float"
     if name in _CHARACTER or column.is_enum:
@@ -323,9 +321,6 @@ def dts_sdk_value(column: RefColumn, text: str | None) -> Any:
     if kind == "Integer":
         return {"int": {"t": "1", "f": "0"}.get(text, text) if name == "bool" else text}
     if kind == "Decimal":
-        if text in _SPECIAL_NUMERIC:
-            # BigDecimal has no NaN/Infinity: any form the SDK reads as that text
-            return AnyOf({"obj": "TEXT", "text": text}, {"float": text})
         return {"dec": text}
     if kind == "Float":
         return {"float": text}  # compared with same_float
@@ -370,16 +365,12 @@ def dts_avro_item(column: RefColumn, text: str | None) -> Any:
         return {"@type": record, "precision": precision, "value": value}
     if kind == "Decimal":
         precision, scale = _decimal_precision_scale(column, text)
-        item = {"@type": record, "value": text, "precision": precision, "scale": scale}
-        if text in _SPECIAL_NUMERIC:
-            text_object = {"@type": f"{_AVRO}.TextObject", "type": "TEXT", "value": text}
-            return AnyOf(item, text_object)
-        return item
+        return {"@type": record, "value": text, "precision": precision, "scale": scale}
     if kind == "Float":
         return {
             "@type": record,
             "value": text,  # compared with same_float
-            "precision": 24 if name == "float4" else 53,
+            "precision": {"float4": 24, "float8": 53}.get(name, 0),  # numeric NaN/±Infinity: 0
             "scale": -1,
         }
     if kind == "Character":

@@ -385,6 +385,22 @@ def test_unconstrained_numeric_precision_and_scale_are_java_bigdecimals(
     assert value_precision_scale(text) == expected
 
 
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity"])
+def test_numeric_nan_and_infinities_are_float_items(text: str) -> None:
+    # the DTS SDK reads a Decimal with new BigDecimal(value), which has no NaN/Infinity
+    table = keyed_table(ALL, typmods={"n38": NUMERIC_38_10})
+    record = one(
+        DtsAvroEncoder(), event(Op.INSERT, table, after={"id": "1", "n38": text, "n": text})
+    )
+    items = dict(zip([c for c, _, _ in ALL], record["afterImages"], strict=True))
+    for name in ("n38", "n"):
+        branch, value = items[name]
+        assert branch.removeprefix(NS) == "Float"
+        assert (value["precision"], value["scale"]) == (0, -1)
+        assert same(value["value"], text)
+        assert to_pg_text(items[name], "numeric") is not None
+
+
 def test_timestamptz_with_offsets_keeps_the_instant() -> None:
     table = keyed_table([("id", "int8", True), ("at", "timestamptz", False)])
     record = one(
