@@ -56,10 +56,12 @@ Decisions:
   (REPLICA IDENTITY FULL: the value did not change); otherwise the column is absent from
   ``data[i]`` (absent = not sent; null = SQL NULL) and absent from ``old[i]``.
 * **Load rows** (``Op.SNAPSHOT``, read by an initial or on-demand load): ``type``
-  ``INIT``, DTS's value for full data synchronization, with ``data`` = the row and
-  ``old`` null. The chunk's position stands in for the commit: ``id`` is the load chunk's
-  watermark LSN (after every change the row includes, before every later one) and
-  ``gtid`` is ``0:<watermark>`` (xid 0: a load, not a transaction).
+  ``INIT``, DTS's value for full data synchronization (``canal.load_type=INSERT`` writes
+  ``INSERT`` instead: Flink's canal-json fails on, or with ``ignore-parse-errors`` drops,
+  any type but INSERT/UPDATE/DELETE/CREATE, which would lose the loaded rows), with
+  ``data`` = the row and ``old`` null. The chunk's position stands in for the commit:
+  ``id`` is the load chunk's watermark LSN (after every change the row includes, before
+  every later one) and ``gtid`` is ``0:<watermark>`` (xid 0: a load, not a transaction).
 * **TRUNCATE**: canal's own DDL-style message: ``type`` "TRUNCATE", ``isDdl`` true,
   ``sql`` = ``TRUNCATE TABLE "schema"."table"`` (plus ``RESTART IDENTITY``/``CASCADE``
   as sent), ``data``/``old``/``mysqlType``/``sqlType``/``pkNames`` null. Flink's
@@ -144,6 +146,9 @@ class Settings(FormatSettings):
     bytea: Literal["base64", "latin1", "hex"] = "base64"
     """bytea as base64 (Flink's BYTES), the bytes read as ISO-8859-1 (canal's own), or
     PostgreSQL's ``\\x`` hex text."""
+    load_type: Literal["INIT", "INSERT"] = "INIT"
+    """The ``type`` of a loaded row: DTS's ``INIT`` (the spec), or ``INSERT`` for readers that
+    reject any other type (Flink's canal-json)."""
 
 
 _SQL_TYPES: Final = {
@@ -274,6 +279,7 @@ class CanalEncoder(Encoder):
         self._xid = -1
         self._ts = -1
         self._es = 0
+        self._load_type: str = self.settings.load_type
 
     def _plan(self, table: Table) -> _Plan:
         if self.settings.database_name == "schema":
@@ -364,7 +370,7 @@ class CanalEncoder(Encoder):
                     self._old_values(plan, before, texts, changed)
                 old = [changed]
             data = [text_row(plan.names, texts)]
-            kind = _KINDS[op]
+            kind = self._load_type if op is Op.SNAPSHOT else _KINDS[op]
         elif op is Op.DELETE:
             before = event.before
             data = [self._present_row(plan, before)] if before is not None else [{}]

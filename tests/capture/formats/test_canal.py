@@ -330,6 +330,17 @@ def test_truncate_skip_setting() -> None:
     assert CanalEncoder(FormatOptions(settings={"canal.truncate": "skip"})).change(ev) == []
 
 
+@pytest.mark.parametrize(
+    ("settings", "expected"), [({}, "INIT"), ({"canal.load_type": "INSERT"}, "INSERT")]
+)
+def test_load_rows_type_setting(settings: dict[str, str], expected: str) -> None:
+    row = {"id": "7", "note": "loaded", "qty": "2"}
+    ev = event(Op.SNAPSHOT, ORDERS, after=row, xid=0)
+    got = CanalEncoder(FormatOptions(settings=settings)).document(ev)
+    assert got is not None
+    assert (got["type"], got["old"], got["data"][0]["id"]) == (expected, None, "7")
+
+
 # ------------------------------------------------------------------ positions, keys
 
 
