@@ -26,7 +26,7 @@ import orjson
 
 from capture.events import ChangeEvent, StreamItem
 from capture.formats import FORMAT_NAMES, encoder_for
-from capture.teststream import format_options, generate
+from capture.synthetic import format_options, generate
 
 
 def bench(name: str, items: list[StreamItem], changes: int) -> tuple[float, float, int, int]:

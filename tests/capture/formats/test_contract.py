@@ -26,8 +26,8 @@ from capture.formats import FORMAT_NAMES, EncodedMessage, FormatOptions, encoder
 from capture.formats.base import Encoder
 from capture.formats.ibm import HEADER_FIELDS, parse_commit_lsn
 from capture.lsn import parse_lsn
-from capture.synthetic import format_options
-from capture.teststream import generate, produce
+from capture.synthetic import format_options, generate
+from capture.teststream import produce
 from tests.support.events import event, make_table
 from tests.support.formats import (
     DELIMITERS,

@@ -32,7 +32,8 @@ from capture.formats.dts_avro import DtsAvroEncoder
 from capture.formats.dts_values import object_type, value_precision_scale
 from capture.lsn import format_lsn, parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
-from capture.teststream import format_options, generate, produce
+from capture.synthetic import format_options, generate
+from capture.teststream import produce
 from capture.types import PgTimestamp
 from capture.types.datetimes import timestamptz_to_text
 from tests.support.events import TYPE_OIDS, commit_ts, event, keyed_table

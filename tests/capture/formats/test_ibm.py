@@ -40,7 +40,8 @@ from capture.formats.ibm import (
 from capture.formats.layout import layout_record
 from capture.lsn import parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
-from capture.teststream import generate, produce
+from capture.synthetic import generate
+from capture.teststream import produce
 from tests.support.events import commit_ts, event, keyed_table
 from tests.support.kafka import read_all
 

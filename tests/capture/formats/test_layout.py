@@ -9,7 +9,7 @@ import jsonschema
 
 from capture.formats import ibm
 from capture.formats.layout import IBM_HEADER_FIELD_COUNT, RENDERINGS, layout_record
-from capture.teststream import build_tables, table_specs
+from capture.synthetic import build_tables, table_specs
 from tests.support.events import keyed_table, table_with
 
 LAYOUT_JSON = Path(__file__).resolve().parents[3] / "schemas" / "ibm-delimited.layout.json"
