@@ -250,6 +250,7 @@ def test_initial_load_with_a_kill_in_the_middle_and_a_reload_while_streaming(
         "--bootstrap-servers", kafka_bootstrap, "--format", "json",
         "--topic", prefix + ".{format}.{table}", "--schema-topic", prefix + ".schemas",
         "--metrics-port", "0", "--heartbeat-interval", "1",
+        "--snapshot-workers", "2", "--snapshot-chunk-rows", "10000",
     ]  # fmt: skip
     daemons: list[RunningDaemon] = []
     try:
@@ -257,7 +258,7 @@ def test_initial_load_with_a_kill_in_the_middle_and_a_reload_while_streaming(
             first = RunningDaemon(*args, "--create-slot", log_path=tmp_path / "first.log")
             daemons.append(first)
             deadline = time.monotonic() + 180
-            while log_count(first, "snapshot_chunk") < 3:
+            while log_count(first, "snapshot_chunk") < 6:
                 assert first.process.poll() is None, first.log()[-3000:]
                 assert time.monotonic() < deadline, first.log()[-3000:]
                 time.sleep(0.05)
