@@ -86,6 +86,7 @@ from typing import Any, ClassVar, Final, Literal
 import orjson
 
 from capture.events import (
+    PG_EPOCH_US,
     ChangeEvent,
     Column,
     Op,
@@ -114,7 +115,7 @@ from capture.types.typmod import time_precision
 from capture.types.values import Infinity
 
 _VERSION: Final = b'"0.0.1"'
-_PG_EPOCH_MS: Final = 946_684_800_000
+_PG_EPOCH_MS: Final = PG_EPOCH_US // 1000
 _NULL_SCHEMA: Final = b'{"dataColumn":null,"primaryKey":null,"source":null}'
 
 Converter = Callable[[str], Any]

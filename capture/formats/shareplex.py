@@ -58,7 +58,15 @@ from typing import Any, ClassVar, Final, Literal
 import orjson
 
 from capture.errors import WalcastError
-from capture.events import ChangeEvent, Image, Op, Table, TransactionBegin, TransactionCommit
+from capture.events import (
+    PG_EPOCH_US,
+    ChangeEvent,
+    Image,
+    Op,
+    Table,
+    TransactionBegin,
+    TransactionCommit,
+)
 from capture.formats._common import (
     PerTable,
     RowKeys,
@@ -72,7 +80,7 @@ from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.settings import FormatSettings
 from capture.pgoutput.messages import UnchangedToast
 
-_PG_EPOCH_S: Final = 946_684_800
+_PG_EPOCH_S: Final = PG_EPOCH_US // 1_000_000
 _OPS: Final = {
     Op.INSERT: "ins",
     Op.UPDATE: "upd",
