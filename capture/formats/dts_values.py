@@ -239,7 +239,7 @@ def _decimal(typmod: int) -> Converter:
         suffix = zigzag(declared[0]) + zigzag(declared[1])
 
         def convert(raw: bytes) -> bytes:
-            if raw[-1] > 0x39:  # ends past "9": NaN, Infinity or -Infinity
+            if raw[-1:] > b"9" and raw in specials:  # ends past "9": NaN, ±Infinity
                 return specials[raw]
             n = len(raw)
             return prefix + (SMALL[n] if n < SMALL_LIMIT else varint(n)) + raw + suffix
@@ -247,7 +247,7 @@ def _decimal(typmod: int) -> Converter:
         return convert
 
     def convert_free(raw: bytes) -> bytes:
-        if raw[-1] > 0x39:
+        if raw[-1:] > b"9" and raw in specials:
             return specials[raw]
         precision, scale = value_precision_scale(raw.decode())
         return prefix + avro_bytes(raw) + zigzag(precision) + zigzag(scale)
