@@ -5,10 +5,13 @@ Measures, in one run, on one table of ``--rows`` rows (bigint key, text, int, ti
 1. ``COPY (SELECT * FROM t) TO STDOUT`` read by psycopg and thrown away (the reference);
 2. for each ``--workers`` value, ``walcast run --create-slot --snapshot initial-only`` with
    that many readers: from the daemon's start to its exit, which comes once Kafka confirmed
-   every row (start-up and the slot's creation included).
+   every row (start-up and the slot's creation included), and the peak WAL its slot
+   retained meanwhile (sampled every 0.5 s; ``--writes`` adds a concurrent writer so that
+   there is WAL to retain).
 
 Usage: eval "$(scripts/local-services start all)"; python bench/snapshot.py
        [--rows 5000000] [--workers 1,2,4] [--format json] [--chunk-rows 50000]
+       [--writes 2000]
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -37,6 +41,17 @@ def copy_rate(dsn: str, table: str, rows: int) -> float:
     return rows / (time.monotonic() - start)
 
 
+def write_while(stop: threading.Event, dsn: str, table: str, rows: int, per_second: int) -> None:
+    """Update random rows, one transaction of 100 every 100 / ``per_second`` seconds."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while not stop.wait(100 / per_second):
+            conn.execute(
+                f"UPDATE {table} SET n = n + 1 WHERE id IN "
+                "(SELECT 1 + (random() * (%s - 1))::bigint FROM generate_series(1, 100))",
+                (rows,),
+            )
+
+
 def walcast_rate(args: argparse.Namespace, dsn: str, table: str, workers: int) -> float:
     tag = uuid.uuid4().hex[:6]
     slot, pub = f"bench_load_{tag}", f"bench_load_pub_{tag}"
@@ -50,13 +65,38 @@ def walcast_rate(args: argparse.Namespace, dsn: str, table: str, workers: int) -
         "--topic", f"bench_load_{tag}" + ".{format}.{table}",
         "--schema-topic", f"bench_load_{tag}.schemas", "--metrics-port", "0",
     ]  # fmt: skip
+    retained = 0
+    stop = threading.Event()
+    writer = threading.Thread(
+        target=write_while, args=(stop, dsn, table, args.rows, args.writes), daemon=True
+    )
     try:
+        if args.writes:
+            writer.start()
         start = time.monotonic()
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+        with (
+            subprocess.Popen(
+                command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            ) as process,
+            psycopg.connect(dsn, autocommit=True) as conn,
+        ):
+            while process.poll() is None:  # the slot's WAL retention, sampled while loading
+                row = conn.execute(
+                    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
+                    "FROM pg_replication_slots WHERE slot_name = %s",
+                    (slot,),
+                ).fetchone()
+                if row is not None and row[0] is not None:
+                    retained = max(retained, int(row[0]))
+                time.sleep(0.5)
+            stderr = process.stderr.read() if process.stderr else ""
         elapsed = time.monotonic() - start
-        if done.returncode != 0:
-            sys.exit(f"walcast run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        if process.returncode != 0:
+            sys.exit(f"walcast run failed ({process.returncode}):\n{stderr[-3000:]}")
     finally:
+        stop.set()
+        if writer.is_alive():
+            writer.join()
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(
                 "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
@@ -64,6 +104,7 @@ def walcast_rate(args: argparse.Namespace, dsn: str, table: str, workers: int) -
                 (slot,),
             )
             conn.execute(f"DROP PUBLICATION IF EXISTS {pub}")
+    print(f"  peak WAL retained by the slot while loading: {retained / 2**20:.1f} MiB")
     return args.rows / elapsed
 
 
@@ -73,14 +114,19 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--format", default="json")
     parser.add_argument("--chunk-rows", type=int, default=50_000)
+    parser.add_argument(
+        "--writes", type=int, default=2000, help="rows updated per second during each load"
+    )
     args = parser.parse_args()
+    if "WALCAST_TEST_DSN" not in os.environ or "WALCAST_TEST_KAFKA" not in os.environ:
+        sys.exit('start the services first: eval "$(scripts/local-services start all)"')
     dsn = os.environ["WALCAST_TEST_DSN"]
     table = f"bench_load_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, v text, n int, t timestamptz)")
         start = time.monotonic()
         conn.execute(
-            f"INSERT INTO {table} SELECT g, 'value ' || g, g % 1000, "
+            f"INSERT INTO {table} SELECT g, 'value ' || g, g %% 1000, "
             "timestamptz '2024-01-01' + g * interval '1 second' "
             "FROM generate_series(1, %s) g",
             (args.rows,),
