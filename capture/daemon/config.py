@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import enum
 import re
-import string
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -67,12 +66,11 @@ import orjson
 from capture import dsn as dsn_util
 from capture.errors import ConfigError
 from capture.formats import FORMAT_NAMES
+from capture.sinks.topics import LEGAL_TOPIC, validate_template
 
 ENV_PREFIX: Final = "WALCAST__"
 DEFAULT_TOPIC: Final = "walcast.{format}.{schema}.{table}"
 DEFAULT_TRANSACTION_TOPIC: Final = "walcast.{format}"
-TOPIC_FIELDS: Final = frozenset({"format", "database", "schema", "table"})
-TOPIC_NAME: Final = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 REDACTED: Final = "********"
 _SECRET_PRODUCER_KEY: Final = re.compile(
     r"password|secret|token|ssl\.key\.pem|keystore", re.IGNORECASE
@@ -512,37 +510,11 @@ def _scalar_text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def topic_name(text: str) -> str:
-    """``text`` as a legal Kafka topic name: other characters become ``_``."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:249]
-    return cleaned if cleaned.strip(".") else "_"
-
-
-def _template(value: Any, setting: str) -> str:
-    text = str(value)
-    try:
-        names = {name for _, name, _, _ in string.Formatter().parse(text) if name}
-    except ValueError as exc:
-        raise ConfigError(f"{setting}: {text!r} is not a valid template: {exc}") from None
-    unknown = names - TOPIC_FIELDS
-    if unknown:
-        raise ConfigError(
-            f"{setting}: unknown placeholder(s) {sorted(unknown)}; use {sorted(TOPIC_FIELDS)}"
-        )
-    literal = re.sub(r"\{[a-z]+\}", "x", text)
-    if not TOPIC_NAME.match(literal):
-        raise ConfigError(
-            f"{setting}: {text!r} does not make a legal Kafka topic name (letters, digits, "
-            "'.', '_', '-'; at most 249)"
-        )
-    return text
-
-
 def _topic(value: Any, setting: Setting) -> str:
     text = str(value)
     if text == "" and setting.empty_disables:
         return text
-    if not TOPIC_NAME.match(text) or not text.strip("."):
+    if not LEGAL_TOPIC.match(text) or not text.strip("."):
         raise ConfigError(
             f"{setting.name}: {text!r} is not a legal Kafka topic name (letters, digits, "
             "'.', '_', '-'; at most 249)"
@@ -572,7 +544,7 @@ def _convert(setting: Setting, value: Any, name: str) -> Any:
     if kind is Kind.TOPIC:
         return _topic(value, setting)
     if kind is Kind.TEMPLATE:
-        return _template(value, name)
+        return validate_template(str(value), name)
     if kind is Kind.TABLE:
         return _table(value, name)
     if kind is Kind.DSN:

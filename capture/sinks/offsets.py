@@ -30,8 +30,6 @@ Invariants:
 
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
@@ -42,6 +40,7 @@ from capture import dsn as dsn_util
 from capture.errors import ConnectionLostError, RetryPolicy, WalcastError
 from capture.lsn import format_lsn
 from capture.replication.setup import connect
+from capture.sinks.compacted import TopicUnreadableError, read_compacted
 
 DEFAULT_OFFSETS_TOPIC: Final = "walcast.offsets"
 READ_TIMEOUT: Final = 30.0
@@ -153,58 +152,18 @@ def read_offset(
 
     Raises :class:`OffsetsUnavailableError` when Kafka does not answer within ``timeout``.
     """
-    from confluent_kafka import (  # noqa: PLC0415 - Kafka only where a daemon runs
-        OFFSET_BEGINNING,
-        Consumer,
-        KafkaError,
-        KafkaException,
-        TopicPartition,
-    )
-
-    from capture.sinks.kafka import client_logger  # noqa: PLC0415 - avoids an import cycle
-
-    consumer = Consumer(
-        {
-            **client_settings(settings),
-            "group.id": f"walcast-offsets-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "logger": client_logger(),
-        }
-    )
-    wanted = key.encode()
-    found: OffsetRecord | None = None
     try:
-        try:
-            metadata = consumer.list_topics(topic, timeout=timeout)
-        except KafkaException as exc:
-            raise _unavailable(topic, str(exc.args[0].str())) from None
-        described = metadata.topics.get(topic)
-        if described is None or described.error is not None or not described.partitions:
-            return None  # the topic does not exist yet: nothing was ever committed
-        pending = set(described.partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-        deadline = time.monotonic() + timeout
-        while pending:
-            if time.monotonic() > deadline:
-                raise _unavailable(topic, f"timed out after {timeout:g} s reading it")
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public code
-                    pending.discard(message.partition())
-                elif error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    raise _unavailable(topic, error.str())
-                continue
-            value = message.value()
-            if message.key() == wanted and value:
-                found = OffsetRecord.from_json(value)
-    finally:
-        consumer.close()
-    return found
+        records = read_compacted(
+            client_settings(settings),
+            topic,
+            key.encode().__eq__,
+            timeout=timeout,
+            group="walcast-offsets",
+        )
+    except TopicUnreadableError as exc:
+        raise _unavailable(topic, str(exc)) from None
+    value = records.get(key.encode())
+    return OffsetRecord.from_json(value) if value is not None else None
 
 
 def _unavailable(topic: str, detail: str) -> OffsetsUnavailableError:

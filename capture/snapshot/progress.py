@@ -13,8 +13,6 @@ key ``<slot>/<schema>.<table>``), readable by a daemon restarted on another mach
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal, Protocol
@@ -22,11 +20,10 @@ from typing import Any, Final, Literal, Protocol
 import orjson
 
 from capture.errors import RetryPolicy, WalcastError
+from capture.sinks.compacted import TopicUnreadableError, read_compacted
 
 State = Literal["pending", "loading", "done", "dropped"]
 READ_TIMEOUT: Final = 30.0
-READ_STEP: Final = 1.0
-"""How often a read of an unreachable Kafka checks for a stop request."""
 
 
 class ProgressUnavailableError(WalcastError):
@@ -103,7 +100,7 @@ class KafkaProgress:
         self.slot = slot
         self._publish = publish
         self._stop = stop
-        """A stop request ends a wait for an unreachable Kafka within :data:`READ_STEP`."""
+        """A stop request ends a wait for an unreachable Kafka (:mod:`capture.sinks.compacted`)."""
 
     def _key(self, table: str) -> bytes:
         return f"{self.slot}/{table}".encode()
@@ -114,77 +111,19 @@ class KafkaProgress:
 
     def load(self) -> list[TableProgress]:
         """Read the topic from its start (read_committed); newest record per key wins."""
-        from confluent_kafka import (  # noqa: PLC0415 - Kafka only where a daemon runs
-            OFFSET_BEGINNING,
-            Consumer,
-            KafkaError,
-            KafkaException,
-            TopicPartition,
-        )
-
-        from capture.sinks.kafka import client_logger  # noqa: PLC0415
-
-        consumer = Consumer(
-            {
-                **self._settings,
-                "group.id": f"walcast-progress-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                # the end of a partition is reported, not inferred from the high watermark
-                # (which a transaction's control record puts past the last message)
-                "enable.partition.eof": True,
-                "logger": client_logger(),
-            }
-        )
         prefix = f"{self.slot}/".encode()
-        found: dict[bytes, TableProgress] = {}
         try:
-            deadline = time.monotonic() + READ_TIMEOUT
-            while True:
-                try:
-                    metadata = consumer.list_topics(self.topic, timeout=READ_STEP)
-                    break
-                except KafkaException as exc:
-                    if self._stop() or time.monotonic() >= deadline:
-                        raise self._unavailable(str(exc)) from None
-            topic = metadata.topics.get(self.topic)
-            if topic is None or topic.error is not None or not topic.partitions:
-                return []
-            ends: dict[int, int] = {}
-            for partition in topic.partitions:
-                _, high = consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, partition), timeout=READ_TIMEOUT
-                )
-                if high > 0:
-                    ends[partition] = high
-            if not ends:
-                return []
-            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
-            deadline = time.monotonic() + READ_TIMEOUT
-            while ends:
-                if time.monotonic() > deadline:
-                    raise self._unavailable("timed out reading it")
-                message = consumer.poll(0.5)
-                if message is None:
-                    continue
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - its public name
-                        ends.pop(message.partition() or 0, None)
-                    continue
-                key, value = message.key(), message.value()
-                if key and key.startswith(prefix) and value:
-                    found[key] = TableProgress.from_json(value)
-                partition, offset = message.partition(), message.offset()
-                if (
-                    partition is not None
-                    and offset is not None
-                    and offset + 1 >= ends.get(partition, 0)
-                ):
-                    ends.pop(partition, None)
-        finally:
-            consumer.close()
-        return list(found.values())
+            records = read_compacted(
+                self._settings,
+                self.topic,
+                lambda key: key.startswith(prefix),
+                timeout=READ_TIMEOUT,
+                group="walcast-progress",
+                stop=self._stop,
+            )
+        except TopicUnreadableError as exc:
+            raise self._unavailable(str(exc)) from None
+        return [TableProgress.from_json(value) for value in records.values()]
 
     def _unavailable(self, detail: str) -> ProgressUnavailableError:
         brokers = self._settings.get("bootstrap.servers", "?")

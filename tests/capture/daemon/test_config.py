@@ -139,14 +139,6 @@ def test_secrets_come_from_env_or_file_and_never_show(tmp_path: Path) -> None:
         load(write(tmp_path, text), NO_CLI, {})
 
 
-def test_topic_names_are_made_legal() -> None:
-    from capture.daemon.config import topic_name  # noqa: PLC0415
-
-    assert topic_name("walcast.json.public.orders") == "walcast.json.public.orders"
-    assert topic_name("walcast.json.Sales Data.Ünits") == "walcast.json.Sales_Data._nits"
-    assert len(topic_name("x" * 400)) == 249
-
-
 # -- the settings table: example file, environment, --print-config --------------------------
 
 REPO = Path(__file__).resolve().parents[3]

@@ -1,0 +1,103 @@
+"""Reading one of walcast's compacted topics whole: the newest record of each key.
+
+walcast keeps two kinds of state in compacted Kafka topics, read once when a session
+starts: the exactly-once offsets (:mod:`capture.sinks.offsets`) and the load progress
+(:mod:`capture.snapshot.progress`). Both are read here the same way:
+
+* from the beginning of every partition, ``read_committed`` (a record of an aborted or open
+  transaction is never seen), with a fresh consumer group and no commits;
+* to the end of every partition as the broker reports it (``enable.partition.eof``): the
+  high watermark cannot serve, since a transaction's control record lies past the last
+  message;
+* the newest non-empty value of each wanted key wins (an empty value is ignored, not a
+  deletion: walcast never writes one);
+* a topic that does not exist yet holds nothing (an empty result), and Kafka not
+  answering within ``timeout`` seconds, or a read error, is :class:`TopicUnreadableError`
+  (the caller turns it into its own transient error). A ``stop`` request ends the wait for
+  an unreachable Kafka within :data:`STEP` seconds, as the same error.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Final
+
+STEP: Final = 1.0
+"""How often a wait for an unreachable Kafka checks ``stop``."""
+
+
+class TopicUnreadableError(Exception):
+    """Kafka did not let the topic be read to its end (the message says why)."""
+
+
+def read_compacted(
+    settings: dict[str, Any],
+    topic: str,
+    wanted: Callable[[bytes], bool],
+    *,
+    timeout: float,
+    group: str,
+    stop: Callable[[], bool] = lambda: False,
+) -> dict[bytes, bytes]:
+    """The newest non-empty value of every key of ``topic`` that ``wanted`` accepts.
+
+    ``settings`` are the client's connection settings (bootstrap, security); ``group``
+    names the throwaway consumer group (a random suffix is added).
+    """
+    from confluent_kafka import (  # noqa: PLC0415 - Kafka only where a daemon runs
+        OFFSET_BEGINNING,
+        Consumer,
+        KafkaError,
+        KafkaException,
+        TopicPartition,
+    )
+
+    from capture.sinks.kafka import client_logger  # noqa: PLC0415 - avoids an import cycle
+
+    consumer = Consumer(
+        {
+            **settings,
+            "group.id": f"{group}-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "logger": client_logger(),
+        }
+    )
+    found: dict[bytes, bytes] = {}
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                metadata = consumer.list_topics(topic, timeout=min(STEP, timeout))
+                break
+            except KafkaException as exc:
+                if stop() or time.monotonic() >= deadline:
+                    raise TopicUnreadableError(str(exc.args[0].str())) from None
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None or not described.partitions:
+            return found  # the topic does not exist yet: nothing was ever written
+        pending = set(described.partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        deadline = time.monotonic() + timeout
+        while pending:
+            if time.monotonic() > deadline or stop():
+                raise TopicUnreadableError(f"timed out after {timeout:g} s reading it")
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public code
+                    pending.discard(message.partition())
+                elif error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise TopicUnreadableError(error.str())
+                continue
+            key, value = message.key(), message.value()
+            if key is not None and value and wanted(key):
+                found[key] = value
+    finally:
+        consumer.close()
+    return found
