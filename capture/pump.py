@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
+from capture.consistency import explain
+from capture.errors import WalcastError
 from capture.events import (
     ChangeEvent,
     LogicalMessageEvent,
@@ -195,7 +197,15 @@ class Pump:
             events = split_key_update(item) if self.split_key_updates else (item,)
             for event in events:
                 for output in outputs:
-                    sink.send_change(output, event, unit)
+                    try:
+                        sink.send_change(output, event, unit)
+                    except (WalcastError, StopRequested):
+                        raise
+                    except Exception as exc:  # an encoder failed: which value is at fault?
+                        found = explain(event, exc)
+                        if found is None:
+                            raise  # every value fits its type: a bug of the encoder
+                        raise found from None
         elif kind is TransactionBegin:
             assert isinstance(item, TransactionBegin)
             unit = self.ledger.begin(item.commit_lsn, self.clock(), item.commit_ts)

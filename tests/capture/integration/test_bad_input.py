@@ -481,11 +481,6 @@ def _bad_transaction(*messages: bytes, ts: int = 0) -> list[tuple[int, bytes]]:
             _bad_transaction(wire.insert(16384, [("b", b"\x00\x00\x00\x07"), ("b", b"\xff")])),
             ["WAL position 0/2F0, relation public.t column v", "not a valid text"],
             id="binary-text-that-is-not-utf8",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="needs the pump (or each sink's send_change) to turn an encoder's "
-                "failure into capture.consistency.explain(event, exc); lead",
-            ),
         ),
     ],
 )
