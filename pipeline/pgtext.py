@@ -46,6 +46,21 @@ def bytea_from_binary(value: Column) -> Column:
     return F.concat(F.lit("\\x"), F.lower(F.hex(value)))
 
 
+def bytea_from_latin1(value: Column) -> Column:
+    r"""PostgreSQL's ``\x`` hex text of bytes read as ISO-8859-1 characters (canal's own form)."""
+    return F.concat(F.lit("\\x"), F.lower(F.hex(F.encode(value, "ISO-8859-1"))))
+
+
+def timestamptz_with_offset(value: Column) -> Column:
+    """PostgreSQL's timestamptz text (``+00``) of a UTC wall-clock text without an offset.
+
+    Texts that carry an offset (``+00``, ``-05:30`` …), and ``infinity``/``-infinity``, are
+    kept; a ``BC`` suffix stays last (``0044-03-15 12:00:00+00 BC``).
+    """
+    kept = value.rlike("[+-][0-9]{2}(:[0-9]{2}){0,2}( BC)?$") | value.isin("infinity", "-infinity")
+    return F.when(kept, value).otherwise(F.regexp_replace(value, "^(.*?)( BC)?$", "$1+00$2"))
+
+
 def fraction(micros: Column) -> Column:
     """``.ffffff`` without trailing zeros for 0 ≤ ``micros`` < 10^6; empty for 0."""
     digits = F.lpad(micros.cast("string"), 6, "0")

@@ -1,4 +1,4 @@
-"""``canal``: canal ``FlatMessage`` JSON (canal's own producer, Alibaba DTS, walcast).
+r"""``canal``: canal ``FlatMessage`` JSON (canal's own producer, Alibaba DTS, walcast).
 
 Read as canal defines it (``schemas/canal.schema.json``); walcast's additions are
 optional:
@@ -26,7 +26,15 @@ optional:
   ``data[i]`` (walcast leaves out unchanged TOAST values it could not recover).
 * Types: the table's layout record when one is known, else ``mysqlType`` mapped to
   PostgreSQL type names where the name is unambiguous (``bigint`` → ``int8`` …).
-  Values stay as sent (walcast writes PostgreSQL's exact text).
+* Values: PostgreSQL's text, except where walcast's canal settings write another form,
+  which is turned back: bool ``true``/``false`` or ``1``/``0`` (``canal.boolean``) →
+  ``t``/``f``; a timestamptz without an offset (``canal.timestamptz=utc``, the UTC
+  wall-clock time) → the same time with ``+00``; bytea per parser option ``bytea``,
+  which must match the producer's ``canal.bytea``: ``base64`` (default, as walcast's),
+  ``latin1`` (canal's own: bytes read as ISO-8859-1) or ``hex`` (PostgreSQL's ``\x``).
+  Each form is read whatever the producer's setting was, except bytea's (its three forms
+  overlap: ``\x00`` is also valid latin1), hence the option.
+* Loads: ``INIT`` (DTS's full-load type, walcast's load rows) is an insert of the row.
 """
 
 # ruff: noqa: N812
@@ -44,6 +52,7 @@ from pipeline.formats.base import (
     ERR_UNSUPPORTED,
     Parser,
     attach_layout,
+    canonical_image,
     change,
     layout_types,
     message,
@@ -54,6 +63,12 @@ from pipeline.schemas import struct_from_schema
 _DML = ("INSERT", "UPDATE", "DELETE", "INIT")
 _OPS = {"INSERT": "insert", "INIT": "insert", "UPDATE": "update", "DELETE": "delete"}
 _GTID = r"^([0-9]+):([0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8})$"
+_BYTEA = {
+    "base64": pgtext.bytea_from_base64,
+    "latin1": pgtext.bytea_from_latin1,
+    "hex": lambda value: value,
+}
+"""Parser option ``bytea`` → the conversion of a bytea value to PostgreSQL's hex text."""
 
 DECLARED_TYPES: dict[str, str] = {
     "boolean": "bool",
@@ -112,7 +127,7 @@ class CanalParser(Parser):
     """canal FlatMessage JSON → normalized changes."""
 
     name: ClassVar[str] = "canal"
-    option_names: ClassVar[tuple[str, ...]] = ("database_name",)
+    option_names: ClassVar[tuple[str, ...]] = ("database_name", "bytea")
 
     def parse(self, records: DataFrame, layouts: DataFrame) -> DataFrame:
         """See the module docstring.
@@ -125,6 +140,14 @@ class CanalParser(Parser):
             raise ValueError(
                 f"canal: database_name {mode!r} is not schema|database|database.schema"
             )
+        bytea = self.options.get("bytea", "base64")
+        if bytea not in _BYTEA:
+            raise ValueError(f"canal: bytea {bytea!r} is not base64|latin1|hex")
+        convert = {
+            "bool": pgtext.bool_text,
+            "timestamptz": pgtext.timestamptz_with_offset,
+            "bytea": _BYTEA[bytea],
+        }
         j = F.col("j")
         db_field = j["database"]
         if mode == "schema":
@@ -155,15 +178,26 @@ class CanalParser(Parser):
         )
         ordinal = j["walcast"]["ordinal"]
         commit_time = F.timestamp_millis(j["es"])
-        types = F.coalesce(
-            layout_types(F.col("_layout")),
-            F.when(
-                j["mysqlType"].isNotNull(),
-                F.transform_values(j["mysqlType"], lambda _k, v: pg_type_of_declared(v)),
+        # Types, and the one-row message's images with PostgreSQL's texts, are columns of
+        # their own: several expressions read each, and their lambdas then run once.
+        df = df.withColumn(
+            "_types",
+            F.coalesce(
+                layout_types(F.col("_layout")),
+                F.when(
+                    j["mysqlType"].isNotNull(),
+                    F.transform_values(j["mysqlType"], lambda _k, v: pg_type_of_declared(v)),
+                ),
             ),
         )
+        types = F.col("_types")
         pk = F.coalesce(F.col("_layout.primary_key"), j["pkNames"], F.array().cast("array<string>"))
         rows = F.when(kind == "DELETE", F.coalesce(j["data"], j["old"])).otherwise(j["data"])
+        df = df.select(
+            "*",
+            canonical_image(F.element_at(rows, 1), types, convert).alias("_row1"),
+            canonical_image(F.element_at(j["old"], 1), types, convert).alias("_old1"),
+        )
         common = {
             "format": F.lit(self.name),
             "database": F.col("_database"),
@@ -178,10 +212,11 @@ class CanalParser(Parser):
             "unchanged_toast": F.array().cast("array<string>"),
         }
 
-        def row_change(row: Column, i: Column) -> Column:
-            old = F.coalesce(
-                F.element_at(j["old"], i + 1), F.create_map().cast("map<string,string>")
-            )
+        def row_change(row: Column, i: Column, old_row: Column | None = None) -> Column:
+            if old_row is None:  # inside transform(): convert here
+                row = canonical_image(row, types, convert)
+                old_row = canonical_image(F.element_at(j["old"], i + 1), types, convert)
+            old = F.coalesce(old_row, F.create_map().cast("map<string,string>"))
             op = F.element_at(F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), kind)
             before = F.when(kind == "UPDATE", F.map_concat(row, old)).when(kind == "DELETE", row)
             after = F.when(kind.isin("INSERT", "INIT", "UPDATE"), row)
@@ -228,8 +263,8 @@ class CanalParser(Parser):
         changes = (
             F.when(error.isNotNull(), no_changes())
             .when(kind == "TRUNCATE", F.array(truncate))
-            .when(F.size(rows) == 1, F.array(row_change(F.element_at(rows, 1), F.lit(0))))
-            .otherwise(F.transform(rows, row_change))
+            .when(F.size(rows) == 1, F.array(row_change(F.col("_row1"), F.lit(0), F.col("_old1"))))
+            .otherwise(F.transform(rows, lambda row, i: row_change(row, i)))
         )
         return df.select(
             *message(
