@@ -73,8 +73,9 @@ def timestamp_text(epoch_micros: Column, *, with_zone: bool | Column) -> Column:
 
     ``with_zone`` (a bool or a boolean column) appends ``+00`` (timestamptz).
     """
-    seconds = F.floor(epoch_micros / F.lit(1_000_000))
-    micros = epoch_micros - seconds * F.lit(1_000_000)
+    # Exact integer arithmetic: µs past year ~2255 (2**53) do not fit a double.
+    micros = F.pmod(epoch_micros.cast("long"), F.lit(1_000_000).cast("long"))
+    seconds = ((epoch_micros.cast("decimal(20,0)") - micros) / F.lit(1_000_000)).cast("long")
     base = F.date_format(F.timestamp_seconds(seconds), "yyyy-MM-dd HH:mm:ss")
     text = F.concat(base, fraction(micros))
     if isinstance(with_zone, bool):

@@ -3,7 +3,8 @@
 ``{"meta": {...}, "data": {...}, "key": {...}}`` (``schemas/shareplex.schema.json``):
 
 * ``meta.op``: ``ins``/``upd``/``del`` (also DTS's spelled-out ``INSERT``, ``UPDATE``,
-  ``DELETE``) and ``truncate``; anything else (DTS's ``DROP COLUMN`` …) goes to the
+  ``DELETE``), ``truncate``, and ``INIT`` (a row of a full load: DTS's, and walcast's
+  initial and on-demand loads), an insert; anything else (DTS's ``DROP COLUMN`` …) goes to the
   quarantine as ``unsupported``.
 * insert: ``after`` = ``data``. delete: ``before`` = ``data`` (without REPLICA IDENTITY
   FULL only the key columns). update: ``after`` = ``data`` (only the changed columns'
@@ -46,6 +47,7 @@ from pipeline.schemas import struct_from_schema
 _OPS = {
     "ins": "insert",
     "insert": "insert",
+    "init": "insert",
     "upd": "update",
     "update": "update",
     "del": "delete",

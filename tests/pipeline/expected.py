@@ -7,7 +7,7 @@ from typing import Any
 
 from capture.events import ChangeEvent, Image, Op
 from capture.pgoutput.messages import UNCHANGED_TOAST
-from capture.teststream import generate
+from capture.synthetic import generate
 
 FLOAT_TYPES = {"float4", "float8"}
 

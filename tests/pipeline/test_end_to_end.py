@@ -1,5 +1,9 @@
 """PostgreSQL → ``walcast run`` → Kafka → Spark normalize + materialize, for every format.
 
+The tables hold rows before walcast starts (``e2e_existing.sql``): they arrive through the
+initial load, in each format's load form (canal/shareplex/DTS ``INIT``, Qlik ``REFRESH``
+…); the changes after it (``e2e_changes.sql``) are streamed.
+
 The materialized tables must equal ``SELECT *`` of the source tables, row for row and
 value for value (values compared as PostgreSQL's text; the state is built untyped so
 that the comparison is exact whatever the format's own value types).
@@ -7,6 +11,7 @@ that the comparison is exact whatever the format's own value types).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -33,11 +38,11 @@ def published(pg_dsn: str, kafka_bootstrap: str, tmp_path_factory: pytest.TempPa
     tag = uuid.uuid4().hex[:8]
     pub, slot, prefix = f"e2e_pub_{tag}", f"e2e_slot_{tag}", f"e2e_{tag}"
     sc.run_sql_file(pg_dsn, "e2e_schema.sql")
+    sc.run_sql_file(pg_dsn, "e2e_existing.sql")  # rows before walcast: its initial load
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE PUBLICATION {pub} FOR TABLES IN SCHEMA {SCHEMA}")
-        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
     args = [
-        "--dsn", pg_dsn, "--slot", slot, "--publication", pub,
+        "--dsn", pg_dsn, "--slot", slot, "--publication", pub, "--create-slot",
         "--bootstrap-servers", kafka_bootstrap, "--metrics-port", "0",
         "--topic", prefix + ".{format}.{schema}.{table}",
         "--transaction-topic", prefix + ".{format}",
@@ -48,6 +53,11 @@ def published(pg_dsn: str, kafka_bootstrap: str, tmp_path_factory: pytest.TempPa
     logs = tmp_path_factory.mktemp("e2e")
     daemon = RunningDaemon(*args, log_path=logs / "run.log")
     try:
+        deadline = time.monotonic() + 120
+        while daemon.log().count('"event": "snapshot_table_done"') < len(TABLES):
+            assert daemon.process.poll() is None, daemon.log()[-3000:]
+            assert time.monotonic() < deadline, daemon.log()[-3000:]
+            time.sleep(0.2)
         sc.run_sql_file(pg_dsn, "e2e_changes.sql")
         wait_caught_up(pg_dsn, slot, current_lsn(pg_dsn), daemon)
         assert daemon.stop() == 0, daemon.log()[-3000:]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from capture.events import Op
-from capture.formats.ibm import layout_record
-from capture.teststream import build_tables, table_specs
+from capture.formats.layout import layout_record
+from capture.synthetic import build_tables, table_specs
 from pipeline.formats import FORMAT_NAMES, parser_for
 from pipeline.layouts import parse_layouts
 from pipeline.normalize import normalize_frame

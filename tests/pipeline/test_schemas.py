@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructType
 
 from pipeline.layouts import layout_record_schema
 from pipeline.schemas import struct_from_schema, to_spark_type
+
+pytestmark = pytest.mark.integration  # needs pyspark (unit tests need nothing)
 
 
 def test_canal_schema_types() -> None:
