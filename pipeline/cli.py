@@ -9,7 +9,16 @@ the parsed arguments returning the exit code. The same arguments work with
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from capture.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pipeline.materialize import MaterializeJob
+    from pipeline.normalize import NormalizeJob
 
 
 def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
@@ -17,7 +26,7 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"walcast: error: {flag}: {item!r} is not KEY=VALUE")
+            raise ConfigError(f"{flag}: {item!r} is not KEY=VALUE")
         out[key.strip()] = value
     return out
 
@@ -50,15 +59,43 @@ def add_normalize_arguments(parser: argparse.ArgumentParser) -> None:
     from pipeline.formats import FORMAT_NAMES  # noqa: PLC0415
 
     parser.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
-    parser.add_argument("--topic", action="append", required=True, help="data topic (repeatable)")
+    topics = parser.add_mutually_exclusive_group(required=True)
+    topics.add_argument("--topic", action="append", help="data topic (repeatable)")
+    topics.add_argument(
+        "--topic-pattern",
+        metavar="REGEX",
+        help="read every topic whose whole name matches (Spark's subscribePattern)",
+    )
     parser.add_argument("--format", required=True, choices=FORMAT_NAMES, help="the topics' format")
     parser.add_argument("--output", required=True, help="normalized change table (Parquet dir)")
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory")
     parser.add_argument("--quarantine", help="quarantine table (default: <output>_quarantine)")
     parser.add_argument(
         "--layout-topic",
-        help="compacted topic with walcast's layout records (default: <first topic>.layouts; "
-        "'' for none)",
+        help="compacted topic with walcast's layout records (default: walcast.schemas, "
+        "where walcast run writes them; read only if it exists; '' for none)",
+    )
+    parser.add_argument(
+        "--read-committed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="read at isolation.level=read_committed (default; what walcast run "
+        "--exactly-once needs, harmless otherwise)",
+    )
+    parser.add_argument(
+        "--kafka-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="fail with one line when no broker answers within this time (default 30)",
+    )
+    parser.add_argument(
+        "--max-quarantine-ratio",
+        type=float,
+        default=0.5,
+        metavar="RATIO",
+        help="fail when more than this share of the messages is malformed, on the first "
+        "batch or over the run (default 0.5: a wrong --format)",
     )
     parser.add_argument(
         "--parser-option",
@@ -85,7 +122,10 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, help="root of the current-state tables")
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory")
     parser.add_argument("--bootstrap-servers", help="Kafka, to read layouts for column types")
-    parser.add_argument("--layout-topic", help="layout topic (needs --bootstrap-servers)")
+    parser.add_argument(
+        "--layout-topic",
+        help="layout topic (with --bootstrap-servers; default walcast.schemas, if it exists)",
+    )
     store = parser.add_mutually_exclusive_group()
     store.add_argument(
         "--delta", dest="delta", action="store_true", default=None, help="use Delta Lake"
@@ -102,23 +142,30 @@ def session_from_args(args: argparse.Namespace, app_name: str, *, use_delta: boo
     """Build the Spark session the arguments ask for."""
     from pipeline.session import SessionOptions, build_session  # noqa: PLC0415
 
+    # The terminal gets walcast's lines (one per batch, a summary, an error in one line),
+    # not Spark's log and progress bars: WALCAST_SPARK_LOG_LEVEL=WARN brings them back.
+    os.environ.setdefault("WALCAST_SPARK_LOG_LEVEL", "OFF")
     options = SessionOptions(
         master=args.master or "local[2]",
         app_name=app_name,
         use_delta=use_delta,
-        extra=_pairs(args.conf, "--conf"),
+        extra={"spark.ui.showConsoleProgress": "false", **_pairs(args.conf, "--conf")},
     )
     return build_session(options)
 
 
-def run_normalize(args: argparse.Namespace) -> int:
-    """Run the normalize job from parsed arguments."""
+def normalize_job(args: argparse.Namespace) -> NormalizeJob:
+    """The normalize job the arguments describe (the CLI's and spark-submit's one mapping)."""
     from pipeline.normalize import NormalizeJob  # noqa: PLC0415
 
-    spark = session_from_args(args, "walcast-normalize")
-    NormalizeJob(
+    if not 0 < args.max_quarantine_ratio <= 1:
+        raise ConfigError(f"--max-quarantine-ratio: {args.max_quarantine_ratio:g} is not in (0, 1]")
+    if args.kafka_timeout <= 0:
+        raise ConfigError(f"--kafka-timeout: {args.kafka_timeout:g} must be positive")
+    return NormalizeJob(
         bootstrap=args.bootstrap_servers,
-        topics=args.topic,
+        topics=args.topic or [],
+        topic_pattern=args.topic_pattern,
         format=args.format,
         output=args.output,
         checkpoint=args.checkpoint,
@@ -130,16 +177,17 @@ def run_normalize(args: argparse.Namespace) -> int:
         available_now=args.available_now,
         processing_time=args.processing_time,
         kafka_options=_pairs(args.kafka_option, "--kafka-option"),
-    ).run(spark)
-    return 0
+        read_committed=args.read_committed,
+        kafka_timeout=args.kafka_timeout,
+        max_quarantine_ratio=args.max_quarantine_ratio,
+    )
 
 
-def run_materialize(args: argparse.Namespace) -> int:
-    """Run the materialize job from parsed arguments."""
+def materialize_job(args: argparse.Namespace) -> MaterializeJob:
+    """The materialize job the arguments describe (the CLI's and spark-submit's mapping)."""
     from pipeline.materialize import MaterializeJob  # noqa: PLC0415
 
-    spark = session_from_args(args, "walcast-materialize", use_delta=args.delta)
-    MaterializeJob(
+    return MaterializeJob(
         normalized=args.input,
         state=args.output,
         checkpoint=args.checkpoint,
@@ -150,7 +198,31 @@ def run_materialize(args: argparse.Namespace) -> int:
         available_now=args.available_now,
         processing_time=args.processing_time,
         max_files_per_trigger=args.max_files_per_trigger,
-    ).run(spark)
+    )
+
+
+def quiet_python_loggers() -> None:
+    """Keep pyspark's and py4j's Python log lines off the terminal (errors are one line)."""
+    for name in ("py4j", "pyspark", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def run_normalize(args: argparse.Namespace) -> int:
+    """Run the normalize job from parsed arguments."""
+    job = normalize_job(args)
+    job.check()  # a missing topic or a dead broker: one line, before any JVM starts
+    quiet_python_loggers()
+    spark = session_from_args(args, "walcast-normalize")
+    job.run(spark)  # the session is the process's (getOrCreate): not stopped here
+    return 0
+
+
+def run_materialize(args: argparse.Namespace) -> int:
+    """Run the materialize job from parsed arguments."""
+    job = materialize_job(args)
+    quiet_python_loggers()
+    spark = session_from_args(args, "walcast-materialize", use_delta=args.delta)
+    job.run(spark)  # the session is the process's (getOrCreate): not stopped here
     return 0
 
 

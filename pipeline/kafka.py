@@ -34,14 +34,21 @@ def read_stream(
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     options: Mapping[str, str] | None = None,
+    pattern: str | None = None,
 ) -> DataFrame:
-    """A streaming DataFrame of the records of ``topics`` (columns :data:`RECORD_COLUMNS`)."""
+    """A streaming DataFrame of records (columns :data:`RECORD_COLUMNS`).
+
+    Of ``topics``, or of the topics matching ``pattern`` (``subscribePattern``).
+    """
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", ",".join(topics))
         .option("startingOffsets", starting_offsets)
     )
+    if pattern is not None:
+        reader = reader.option("subscribePattern", pattern)
+    else:
+        reader = reader.option("subscribe", ",".join(topics))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     for key, value in (options or {}).items():

@@ -543,9 +543,12 @@ class MaterializeJob:
         def run_batch(batch: DataFrame, batch_id: int) -> None:
             changes = batch.persist()
             try:
+                layout_topic = (
+                    "walcast.schemas" if self.layout_topic is None else self.layout_topic
+                )  # walcast run's default schema topic; read only if it exists
                 layouts = (
-                    read_layouts(spark, self.bootstrap, self.layout_topic)
-                    if self.bootstrap and self.layout_topic
+                    read_layouts(spark, self.bootstrap, layout_topic)
+                    if self.bootstrap and layout_topic
                     else None
                 )
                 self.applied = apply_batch(

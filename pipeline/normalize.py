@@ -22,15 +22,18 @@ records (tests, batch back-fills).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from pipeline import kafka, quarantine, sequencing
+from pipeline import kafka, preflight, quarantine, sequencing
+from pipeline.errors import SparkJobError, WrongFormatError
 from pipeline.formats import parser_for
-from pipeline.formats.base import Parser
+from pipeline.formats.base import ERR_MALFORMED, Parser
 from pipeline.layouts import read_layouts
 from pipeline.model import PARTITION_COLUMNS
 from pipeline.sinks import ExactlyOnceParquet
@@ -88,6 +91,31 @@ def normalize_frame(
     )
 
 
+DEFAULT_LAYOUT_TOPIC = "walcast.schemas"
+"""The schema topic ``walcast run`` writes layout records to by default."""
+
+
+@dataclass(slots=True)
+class BatchTotals:
+    """What the job did so far: batches, changes written, quarantined messages by reason."""
+
+    batches: int = 0
+    written: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        """Changes written plus messages quarantined."""
+        return self.written + sum(self.reasons.values())
+
+    def add(self, written: int, reasons: Mapping[str, int]) -> None:
+        """Count one batch."""
+        self.batches += 1
+        self.written += written
+        for reason, n in reasons.items():
+            self.reasons[reason] = self.reasons.get(reason, 0) + n
+
+
 @dataclass(slots=True)
 class NormalizeJob:
     """Everything the normalize job needs; :meth:`start` runs it."""
@@ -100,7 +128,9 @@ class NormalizeJob:
     quarantine: str | None = None
     """Default: ``<output>_quarantine``."""
     layout_topic: str | None = None
-    """Default: ``<first topic>.layouts`` (empty string: no layouts)."""
+    """Default: :data:`DEFAULT_LAYOUT_TOPIC`, where ``walcast run`` writes (empty: none).
+
+    Read only if it exists: a reader never creates it."""
     parser_options: Mapping[str, str] = field(default_factory=dict)
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
@@ -108,6 +138,36 @@ class NormalizeJob:
     processing_time: str | None = None
     kafka_options: Mapping[str, str] = field(default_factory=dict)
     query_name: str | None = None
+    topic_pattern: str | None = None
+    """A regex of topics to read (Spark's ``subscribePattern``), instead of ``topics``."""
+    read_committed: bool = True
+    """Read at ``isolation.level=read_committed``: ``walcast run --exactly-once`` writes
+    Kafka transactions, whose aborted messages must not be read (no cost otherwise)."""
+    kafka_timeout: float = 30.0
+    """How long the start waits for a broker to answer before failing with one line."""
+    max_quarantine_ratio: float = 0.5
+    """Fail when more than this share of the messages is malformed, on the first batch or
+    over the whole run (the likely cause: a wrong ``--format``)."""
+    report: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
+    """Where the per-batch lines and the summary go."""
+    totals: BatchTotals = field(default_factory=BatchTotals, init=False)
+    """What the running (or finished) query did."""
+    failure: WrongFormatError | None = field(default=None, init=False)
+    """The job's own error, raised inside a batch (Spark wraps it)."""
+    cluster_topics: set[str] | None = field(default=None, init=False)
+    """The cluster's topics, once :meth:`check` asked (before any Spark session)."""
+
+    def check(self) -> set[str]:
+        """Ask Kafka whether the topics exist (one line on a mistake; no JVM needed)."""
+        if self.cluster_topics is None:
+            self.cluster_topics = preflight.check_topics(
+                self.bootstrap,
+                self.topics,
+                self.topic_pattern,
+                self.kafka_options,
+                self.kafka_timeout,
+            )
+        return self.cluster_topics
 
     @property
     def quarantine_path(self) -> str:
@@ -118,8 +178,14 @@ class NormalizeJob:
     def layout_topic_name(self) -> str | None:
         """The layout topic read per batch (None: none)."""
         if self.layout_topic is None:
-            return f"{self.topics[0]}.layouts"
+            return DEFAULT_LAYOUT_TOPIC
         return self.layout_topic or None
+
+    @property
+    def source_options(self) -> dict[str, str]:
+        """The Kafka source's options: isolation level, then the user's ``kafka_options``."""
+        isolation = "read_committed" if self.read_committed else "read_uncommitted"
+        return {"kafka.isolation.level": isolation, **self.kafka_options}
 
     def start(self, spark: SparkSession) -> StreamingQuery:
         """Start the streaming query (returns at once; ``awaitTermination`` to wait)."""
@@ -131,17 +197,37 @@ class NormalizeJob:
             spark, self.quarantine_path, quarantine.PARTITION_COLUMNS
         )
         store = StateStore(spark, self.checkpoint)
+        names = self.check()
         layout_topic = self.layout_topic_name
+        if layout_topic is not None and layout_topic not in names:
+            self.report(
+                f"walcast spark normalize: no layout topic {layout_topic!r} (yet): column "
+                "types come from the messages (IBM needs the layouts: --layout-topic)"
+            )
+        totals = self.totals = BatchTotals()
 
         def run_batch(batch: DataFrame, batch_id: int) -> None:
             # The sequenced messages are cached (normalize_frame), so the records are
             # read once, except by a parser that scans them twice.
+            started = time.monotonic()
             records = batch.persist() if parser.scans_records_twice else batch
             try:
                 layouts = read_layouts(spark, self.bootstrap, layout_topic).cache()
                 result = normalize_frame(
                     records, parser, layouts, store.load(batch_id), persist=True
                 )
+                written = result.changes.count()
+                reasons = {
+                    str(row[0]): int(row[1])
+                    for row in result.quarantine.groupBy("reason").count().collect()
+                }
+                first = totals.batches == 0
+                totals.add(written, reasons)
+                try:
+                    self._check_quarantine(totals, reasons, written, first=first)
+                except WrongFormatError as exc:
+                    self.failure = exc
+                    raise
                 changes_sink.add_batch(batch_id, result.changes)
                 quarantine_sink.add_batch(batch_id, result.quarantine)
                 store.save(batch_id, result.state)
@@ -150,7 +236,12 @@ class NormalizeJob:
             finally:
                 if records is not batch:
                     records.unpersist()
-            log.info("normalize batch %d done", batch_id)
+            seconds = time.monotonic() - started
+            self.report(
+                f"walcast spark normalize: batch {batch_id}: {written:,} changes written, "
+                f"quarantined {_reasons_text(reasons)}, "
+                f"{(written + sum(reasons.values())) / max(seconds, 1e-3):,.0f} rows/s"
+            )
 
         stream = kafka.read_stream(
             spark,
@@ -158,7 +249,8 @@ class NormalizeJob:
             self.topics,
             starting_offsets=self.starting_offsets,
             max_offsets_per_trigger=self.max_offsets_per_trigger,
-            options=self.kafka_options,
+            options=self.source_options,
+            pattern=self.topic_pattern,
         )
         writer = (
             stream.writeStream.foreachBatch(run_batch)
@@ -171,10 +263,68 @@ class NormalizeJob:
             writer = writer.trigger(processingTime=self.processing_time)
         return writer.start()
 
+    def _check_quarantine(
+        self, totals: BatchTotals, reasons: Mapping[str, int], written: int, *, first: bool
+    ) -> None:
+        """WrongFormatError when too many messages are malformed.
+
+        Judged on this batch if it is the first, else on the whole run; the batch is then
+        not written.
+        """
+        malformed, seen = (
+            (reasons.get(ERR_MALFORMED, 0), written + sum(reasons.values()))
+            if first
+            else (totals.reasons.get(ERR_MALFORMED, 0), totals.rows)
+        )
+        if seen and malformed / seen > self.max_quarantine_ratio:
+            raise WrongFormatError(
+                f"{malformed:,} of {seen:,} messages of {self._source_text()} do not parse as "
+                f"{self.format} (more than --max-quarantine-ratio {self.max_quarantine_ratio:g})",
+                hint="check --format (and --parser-option); nothing of this batch was written",
+            )
+
+    def _source_text(self) -> str:
+        if self.topic_pattern is not None:
+            return f"the topics matching {self.topic_pattern!r}"
+        return ", ".join(repr(t) for t in self.topics)
+
     def run(self, spark: SparkSession) -> None:
-        """Start and wait until the query ends (with ``available_now``: all data read)."""
+        """Start and wait until the query ends (with ``available_now``: all data read).
+
+        A failure is one WalcastError: the job's own (a wrong format), or Spark's first line.
+        """
+        started = time.monotonic()
         query = self.start(spark)
-        query.awaitTermination()
-        error = query.exception()
-        if error is not None:  # pragma: no cover - awaitTermination raises first
-            raise RuntimeError(str(error))
+        failure: BaseException | None = None
+        try:
+            query.awaitTermination()
+        except Exception as exc:  # noqa: BLE001 - StreamingQueryException wraps the cause
+            failure = exc
+        if failure is not None:
+            if self.failure is not None:
+                raise self.failure from None
+            raise SparkJobError(
+                f"the normalize query failed: {_first_line(failure)}",
+                hint="see the Spark log (WALCAST_SPARK_LOG_LEVEL=INFO) for details",
+            ) from None
+        totals = self.totals
+        seconds = time.monotonic() - started
+        self.report(
+            f"walcast spark normalize: done: {totals.batches} batches, {totals.written:,} "
+            f"changes written to {self.output}, quarantined "
+            f"{_reasons_text(totals.reasons)}, {totals.rows / max(seconds, 1e-3):,.0f} rows/s "
+            f"in {seconds:.1f} s"
+        )
+
+
+def _reasons_text(reasons: Mapping[str, int]) -> str:
+    if not any(reasons.values()):
+        return "none"
+    return ", ".join(f"{n:,} {reason}" for reason, n in sorted(reasons.items()) if n)
+
+
+def _first_line(exc: BaseException) -> str:
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return type(exc).__name__

@@ -111,6 +111,10 @@ def build_session(options: SessionOptions | None = None) -> SparkSession:
     builder = SparkSession.builder.appName(opts.app_name)
     if opts.master:
         builder = builder.master(opts.master)
+    if (opts.master or "").startswith("local"):
+        # A local driver binds to loopback (Spark warns about the host name otherwise).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_level = os.environ.get("WALCAST_SPARK_LOG_LEVEL", "WARN")
     settings = {
         "spark.jars": ",".join(str(p) for p in jars),
         "spark.sql.shuffle.partitions": str(opts.shuffle_partitions),
@@ -119,7 +123,8 @@ def build_session(options: SessionOptions | None = None) -> SparkSession:
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         "spark.sql.adaptive.enabled": "true",
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC "
+        f"-Dlog4j.configurationFile={_log4j_config(log_level)}",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     }
     use_delta = delta_available(jars) if opts.use_delta is None else opts.use_delta
@@ -133,8 +138,29 @@ def build_session(options: SessionOptions | None = None) -> SparkSession:
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("WALCAST_SPARK_LOG_LEVEL", "WARN"))
+    spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def _log4j_config(level: str) -> Path:
+    """A log4j2 configuration logging at ``level`` from the start (stderr, one line each).
+
+    Spark's default profile logs its start-up at INFO/WARN before ``setLogLevel`` runs;
+    with this one the driver starts quietly. ``WALCAST_SPARK_LOG_LEVEL`` raises it.
+    """
+    path = cache_dir() / f"log4j2-{level.lower()}.properties"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            f"rootLogger.level = {level.lower()}\n"
+            "rootLogger.appenderRef.stderr.ref = console\n"
+            "appender.console.type = Console\n"
+            "appender.console.name = console\n"
+            "appender.console.target = SYSTEM_ERR\n"
+            "appender.console.layout.type = PatternLayout\n"
+            "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
+        )
+    return path
 
 
 def session_uses_delta(spark: SparkSession) -> bool:

@@ -264,7 +264,7 @@ class CanalParser(Parser):
             F.when(error.isNotNull(), no_changes())
             .when(kind == "TRUNCATE", F.array(truncate))
             .when(F.size(rows) == 1, F.array(row_change(F.col("_row1"), F.lit(0), F.col("_old1"))))
-            .otherwise(F.transform(rows, lambda row, i: row_change(row, i)))
+            .otherwise(F.transform(rows, lambda row, i: row_change(row, i)))  # noqa: PLW0108 - Spark counts the lambda's parameters
         )
         return df.select(
             *message(

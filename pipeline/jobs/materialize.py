@@ -9,8 +9,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: make `pipeline` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pipeline.cli import add_materialize_arguments
-from pipeline.materialize import MaterializeJob
+from pipeline.cli import add_materialize_arguments, materialize_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,18 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.conf:
         key, _, value = item.partition("=")
         spark.conf.set(key, value)
-    MaterializeJob(
-        normalized=args.input,
-        state=args.output,
-        checkpoint=args.checkpoint,
-        bootstrap=args.bootstrap_servers,
-        layout_topic=args.layout_topic,
-        use_delta=args.delta,
-        typed=not args.text,
-        available_now=args.available_now,
-        processing_time=args.processing_time,
-        max_files_per_trigger=args.max_files_per_trigger,
-    ).run(spark)
+    materialize_job(args).run(spark)
     return 0
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: make `pipeline` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pipeline.cli import add_normalize_arguments
-from pipeline.normalize import NormalizeJob
+from pipeline.cli import add_normalize_arguments, normalize_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,21 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.conf:
         key, _, value = item.partition("=")
         spark.conf.set(key, value)
-    NormalizeJob(
-        bootstrap=args.bootstrap_servers,
-        topics=args.topic,
-        format=args.format,
-        output=args.output,
-        checkpoint=args.checkpoint,
-        quarantine=args.quarantine,
-        layout_topic=args.layout_topic,
-        parser_options=dict(p.split("=", 1) for p in args.parser_option),
-        starting_offsets=args.starting_offsets,
-        max_offsets_per_trigger=args.max_offsets_per_trigger,
-        available_now=args.available_now,
-        processing_time=args.processing_time,
-        kafka_options=dict(p.split("=", 1) for p in args.kafka_option),
-    ).run(spark)
+    normalize_job(args).run(spark)
     return 0
 
 

@@ -107,6 +107,7 @@ def test_ibm_via_kafka_with_layout_topic_and_typed_state(
         format="ibm",
         output=out,
         checkpoint=str(tmp_path / "ckpt"),
+        layout_topic=f"{topic}.layouts",  # the default is walcast run's walcast.schemas
         available_now=True,
         max_offsets_per_trigger=7,
     ).run(spark)

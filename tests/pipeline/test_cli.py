@@ -1,0 +1,101 @@
+"""``walcast spark normalize`` as a user meets it: a summary, and one-line errors.
+
+Each mistake (a missing topic, a dead broker, a wrong ``--format``) ends with one
+``walcast: error:`` line naming what to fix, a non-zero exit and no Java stack trace; a
+good run prints one line per batch and a summary.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support import scenario as sc
+
+pytestmark = pytest.mark.integration
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("walcast: error:")]
+
+
+def assert_one_line_error(done, *needles: str) -> None:
+    (line,) = error_lines(done.stderr)
+    for needle in needles:
+        assert needle in line, line
+    assert "Traceback" not in done.stderr
+    assert "\tat org.apache" not in done.stderr  # no Java stack trace
+
+
+def normalize(tmp_path: Path, *args: str, timeout: float = 300):
+    return sc.walcast(
+        "spark", "normalize", "--output", str(tmp_path / "out"),
+        "--checkpoint", str(tmp_path / "cp"), "--available-now", *args, timeout=timeout,
+    )  # fmt: skip
+
+
+def dead_address() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_a_missing_topic_is_one_line(kafka_bootstrap: str, tmp_path: Path) -> None:
+    topic = f"missing.{uuid.uuid4().hex[:8]}"
+    done = normalize(
+        tmp_path, "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--format", "canal"
+    )
+    assert done.returncode == 2
+    assert_one_line_error(done, repr(topic), "does not exist", "--topic")
+
+
+def test_a_pattern_matching_nothing_is_one_line(kafka_bootstrap: str, tmp_path: Path) -> None:
+    done = normalize(
+        tmp_path, "--bootstrap-servers", kafka_bootstrap,
+        "--topic-pattern", r"nothing\.matches\.[0-9a-f]{32}", "--format", "canal",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert_one_line_error(done, "--topic-pattern", "matches no topic")
+
+
+def test_a_dead_broker_is_one_line_within_the_timeout(tmp_path: Path) -> None:
+    dead = dead_address()
+    started = time.monotonic()
+    done = normalize(
+        tmp_path, "--bootstrap-servers", dead, "--topic", "t", "--format", "canal",
+        "--kafka-timeout", "3",
+    )  # fmt: skip
+    assert time.monotonic() - started < 60
+    assert done.returncode == 4
+    assert_one_line_error(done, dead, "did not answer within 3 s", "--bootstrap-servers")
+
+
+def test_a_wrong_format_fails_and_a_right_one_summarises(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = f"cli.qlik.{uuid.uuid4().hex[:8]}"
+    made = sc.walcast(
+        "produce-test-stream", "--format", "qlik", "--count", "200",
+        "--kafka", kafka_bootstrap, "--topic", topic,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    wrong = normalize(
+        tmp_path / "wrong", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+        "--format", "canal",
+    )  # fmt: skip
+    assert wrong.returncode == 5
+    assert_one_line_error(wrong, "do not parse as canal", "--max-quarantine-ratio", "--format")
+    assert not list((tmp_path / "wrong" / "out").glob("**/*.parquet"))  # nothing written
+
+    right = normalize(
+        tmp_path / "right", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+        "--format", "qlik",
+    )  # fmt: skip
+    assert right.returncode == 0, right.stderr[-3000:]
+    lines = [line for line in right.stderr.splitlines() if line.startswith("walcast spark")]
+    assert any(": batch 0: 200 changes written, quarantined none" in line for line in lines)
+    assert lines[-1].startswith("walcast spark normalize: done: 1 batches, 200 changes written")
