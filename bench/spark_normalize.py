@@ -30,14 +30,9 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from capture.formats import encoder_for  # noqa: E402
-from capture.formats.ibm import layout_record  # noqa: E402
-from capture.teststream import (  # noqa: E402
-    build_tables,
-    format_options,
-    generate,
-    produce,
-    table_specs,
-)
+from capture.formats.layout import layout_record  # noqa: E402
+from capture.synthetic import build_tables, format_options, generate, table_specs  # noqa: E402
+from capture.teststream import produce  # noqa: E402
 from pipeline.formats import FORMAT_NAMES  # noqa: E402
 from pipeline.model import NORMALIZED  # noqa: E402
 from pipeline.normalize import NormalizeJob  # noqa: E402

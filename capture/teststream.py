@@ -33,25 +33,13 @@ from capture.sinks.topics import TopicNamer
 from capture.synthetic import (
     SyntheticSource,
     advance_clock,
-    build_tables,
-    format_options,
-    generate,
-    table_specs,
 )
 from capture.synthetic.shop import DATABASE
 
 if TYPE_CHECKING:
     from capture.sinks.kafka import KafkaSink
 
-__all__ = [  # the synthetic-data names are re-exported for callers of the former module
-    "add_parser",
-    "build_tables",
-    "command",
-    "format_options",
-    "generate",
-    "produce",
-    "table_specs",
-]
+__all__ = ["add_parser", "command", "produce"]
 
 KAFKA_CONNECT_TIMEOUT: Final = 10.0
 KAFKA_DELIVERY_TIMEOUT: Final = 60.0

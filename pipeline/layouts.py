@@ -4,7 +4,7 @@ Some formats carry no column names or types (IBM delimited) or only coarse ones 
 strings, DataWorks' six types, Qlik's JSON numbers). walcast publishes a **layout
 record** per table and layout version to a compacted Kafka topic (default
 ``<data topic>.layouts``), keyed by ``schema.table``, value = the JSON of
-``capture.formats.ibm.layout_record(table)``::
+``capture.formats.layout.layout_record(table)``::
 
     {"format": "ibm", "schema": "shop", "table": "orders", "relation_id": 16385,
      "version": "0efd47f9fd2cd13a", "replica_identity": "default",

@@ -120,7 +120,7 @@ Layout records
     The format carries no column names or types. walcast publishes a layout record per
     table and Relation message (:func:`capture.formats.layout.layout_record`: names,
     types, key, replica identity, each column's rendering, ``version`` fingerprint; see
-    ``schemas/ibm-delimited.md``). ``layout_record`` is still importable from here.
+    ``schemas/ibm-delimited.md``).
 """
 
 from __future__ import annotations
@@ -141,8 +141,7 @@ from capture.events import (
 from capture.formats._common import PerTable
 from capture.formats._common import raw_texts as _resolve
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.layout import (  # noqa: F401 - layout_record: old import path, kept for callers
-    layout_record,
+from capture.formats.layout import (
     rendering,
 )
 from capture.formats.settings import PARSE, FormatSettings

@@ -58,7 +58,6 @@ def test_layout_version_is_stable_and_changes_with_the_layout() -> None:
 
 def test_ibm_fields_agree_with_the_ibm_encoder() -> None:
     assert len(ibm.HEADER_FIELDS) == IBM_HEADER_FIELD_COUNT
-    assert ibm.layout_record is layout_record  # the old import path still works
     doc = json.loads(LAYOUT_JSON.read_text())
     assert set(doc["renderings"]) == set(RENDERINGS)
 
