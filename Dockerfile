@@ -20,14 +20,14 @@ WORKDIR /src
 COPY pyproject.toml README.md LICENSE ./
 COPY capture ./capture
 COPY pipeline ./pipeline
+# the vendor schemas go into the wheel as data files (<prefix>/share/walcast/schemas)
+COPY schemas ./schemas
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim-bookworm AS walcast
 RUN useradd --system --create-home --uid 10001 walcast
 COPY --from=wheel /wheels /tmp/wheels
 RUN pip install --no-cache-dir /tmp/wheels/*.whl && rm -rf /tmp/wheels
-# The vendor schemas (walcast consume decodes DTS Avro with schemas/dts-avro-Record.avsc).
-COPY schemas /usr/local/share/walcast/schemas
 USER walcast
 ENV PYTHONUNBUFFERED=1 \
     WALCAST__DAEMON__METRICS_HOST=0.0.0.0

@@ -37,14 +37,10 @@ from typing import Any, Final
 import orjson
 
 from capture.errors import ConfigError, ConnectionLostError
+from capture.schema_files import schema_path
 
 DTS_SCHEMA_FILE: Final = "dts-avro-Record.avsc"
 DTS_RECORD: Final = "com.alibaba.dts.formats.avro.Record"
-SCHEMA_DIRS: Final = (
-    Path(__file__).resolve().parent.parent / "schemas",  # a checkout / editable install
-    Path(sys.prefix) / "share" / "walcast" / "schemas",  # data files of a wheel
-)
-"""Where ``schemas/`` is looked for (``$WALCAST_SCHEMA_DIR`` first)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -98,17 +94,6 @@ def _text(value: bytes | None) -> str | None:
 
 def _headers(headers: list[tuple[str, bytes | None]] | None) -> dict[str, str | None]:
     return {key: _text(value) for key, value in headers or []}
-
-
-def schema_path(name: str) -> Path | None:
-    """The installed copy of ``schemas/<name>``, or None."""
-    import os  # noqa: PLC0415
-
-    dirs = [Path(os.environ["WALCAST_SCHEMA_DIR"])] if os.environ.get("WALCAST_SCHEMA_DIR") else []
-    for directory in [*dirs, *SCHEMA_DIRS]:
-        if (directory / name).is_file():
-            return directory / name
-    return None
 
 
 def _jsonable(value: Any) -> Any:

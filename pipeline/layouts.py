@@ -35,7 +35,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from pipeline.schemas import SCHEMA_DIR, to_spark_type
+from capture.schema_files import require_schema
+from pipeline.schemas import to_spark_type
 
 LAYOUT_FIELDS = (
     "schema",
@@ -52,7 +53,7 @@ LAYOUT_FIELDS = (
 
 def layout_record_schema() -> StructType:
     """Spark schema of one layout record (from ``ibm-delimited.layout.json``)."""
-    doc: dict[str, Any] = json.loads((SCHEMA_DIR / "ibm-delimited.layout.json").read_text())
+    doc: dict[str, Any] = json.loads(require_schema("ibm-delimited.layout.json").read_text())
     node = doc["layout_record"]
     converted = to_spark_type(node, node)
     assert isinstance(converted, StructType)

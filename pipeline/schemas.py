@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql.types import (
@@ -41,7 +40,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+from capture.schema_files import require_schema
 
 _SCALARS: dict[str, DataType] = {
     "string": StringType(),
@@ -54,7 +53,7 @@ _SCALARS: dict[str, DataType] = {
 @cache
 def load_json_schema(name: str) -> dict[str, Any]:
     """Load ``schemas/<name>`` (e.g. ``canal.schema.json``)."""
-    loaded: dict[str, Any] = json.loads((SCHEMA_DIR / name).read_text())
+    loaded: dict[str, Any] = json.loads(require_schema(name).read_text())
     return loaded
 
 

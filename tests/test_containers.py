@@ -107,7 +107,8 @@ def test_dockerfile_serves_health_on_all_interfaces() -> None:
     assert "http://127.0.0.1:9187/healthz" in healthcheck.group(1)
     assert 'ENTRYPOINT ["walcast"]' in daemon
     assert "pip install --no-cache-dir /tmp/wheels/*.whl" in daemon
-    assert "COPY schemas /usr/local/share/walcast/schemas" in daemon
+    wheel_stage = text.split(" AS walcast", 1)[0]
+    assert "COPY schemas ./schemas" in wheel_stage  # the wheel carries them (data files)
 
 
 def test_readme_documents_compose() -> None:
@@ -135,11 +136,11 @@ def test_the_wheel_runs_in_a_fresh_venv(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    # As the image does: the vendor schemas under <prefix>/share/walcast/schemas.
+    # The wheel ships the schemas as data files, under <prefix>/share/walcast/schemas.
     shared = venv / "share" / "walcast" / "schemas"
-    shared.mkdir(parents=True)
-    for schema in (REPO / "schemas").iterdir():
-        (shared / schema.name).write_bytes(schema.read_bytes())
+    assert sorted(p.name for p in shared.iterdir()) == sorted(
+        p.name for p in (REPO / "schemas").iterdir()
+    )
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WALCAST", "PYTHON"))}
@@ -171,3 +172,10 @@ def test_the_wheel_runs_in_a_fresh_venv(tmp_path: Path) -> None:
     module, schema = where.stdout.split()
     assert module.startswith(str(venv)), module  # the wheel's code, not the checkout's
     assert schema == str(shared / "dts-avro-Record.avsc")
+    # the Spark jobs' schema lookup finds the same files (no pyspark needed for it)
+    probe = "from capture.schema_files import require_schema as r; print(r('canal.schema.json'))"
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe],
+        capture_output=True, text=True, timeout=60, check=False, cwd=outside, env=env,
+    )  # fmt: skip
+    assert where.stdout.strip() == str(shared / "canal.schema.json"), where.stderr
