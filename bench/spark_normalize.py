@@ -124,8 +124,10 @@ def main() -> int:
                 format=fmt,
                 output=f"{work}/changes",
                 checkpoint=f"{work}/ckpt",
+                layout_topic=f"{topic}.layouts",
                 available_now=True,
                 max_offsets_per_trigger=args.max_offsets_per_trigger,
+                report=lambda _line: None,
             )
             started = time.perf_counter()
             job.run(spark)
