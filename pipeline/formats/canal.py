@@ -35,6 +35,9 @@ optional:
   Each form is read whatever the producer's setting was, except bytea's (its three forms
   overlap: ``\x00`` is also valid latin1), hence the option.
 * Loads: ``INIT`` (DTS's full-load type, walcast's load rows) is an insert of the row.
+* A field with the wrong JSON type (``ts: "yesterday"``, ``pkNames: "id"``, ``isDdl:
+  "yes"``) makes the message ``malformed`` (quarantined, the fields named), never a
+  change with nulls in their place.
 """
 
 # ruff: noqa: N812
@@ -63,6 +66,8 @@ from pipeline.schemas import struct_from_schema
 _DML = ("INSERT", "UPDATE", "DELETE", "INIT")
 _OPS = {"INSERT": "insert", "INIT": "insert", "UPDATE": "update", "DELETE": "delete"}
 _GTID = r"^([0-9]+):([0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8})$"
+_TYPED_FIELDS = ("es", "id", "ts", "isDdl", "data", "old", "pkNames", "mysqlType", "sqlType")
+"""Fields whose JSON type Spark checks (a string field takes any value's text)."""
 _BYTEA = {
     "base64": pgtext.bytea_from_base64,
     "latin1": pgtext.bytea_from_latin1,
@@ -159,13 +164,16 @@ class CanalParser(Parser):
             schema = F.expr(
                 "substring(j.database, length(substring_index(j.database, '.', 1)) + 2)"
             )
-        parsed = records.withColumn(
-            "j", F.from_json(F.col("value").cast("string"), struct_from_schema("canal.schema.json"))
-        ).select(
-            "*",
-            database.alias("_database"),
-            schema.alias("_schema"),
-            j["table"].alias("_table"),
+        text = F.col("value").cast("string")
+        parsed = (
+            records.withColumn("j", F.from_json(text, struct_from_schema("canal.schema.json")))
+            .withColumn("_raw", F.from_json(text, "map<string,string>"))
+            .select(
+                "*",
+                database.alias("_database"),
+                schema.alias("_schema"),
+                j["table"].alias("_table"),
+            )
         )
         df = attach_layout(parsed, layouts, "_schema", "_table")
 
@@ -248,14 +256,26 @@ class CanalParser(Parser):
                 F.upper(j["sql"]).contains("RESTART IDENTITY").alias("restart_identity"),
             ),
         )
+        # A field sent with the wrong JSON type (ts "yesterday", pkNames "id", isDdl "yes")
+        # parses as null: the raw text of the field tells it from a field left out.
+        raw = F.col("_raw")
+        wrong_types = F.concat_ws(
+            ", ",
+            *[
+                F.when(F.element_at(raw, F.lit(name)).isNotNull() & j[name].isNull(), F.lit(name))
+                for name in _TYPED_FIELDS
+            ],
+        )
         error = (
             F.when(j.isNull(), F.lit(ERR_MALFORMED))
+            .when(wrong_types != "", F.lit(ERR_MALFORMED))
             .when(j["table"].isNull() | j["type"].isNull(), F.lit(ERR_MALFORMED))
             .when(kind.isin(*_DML) & (F.coalesce(F.size(rows), F.lit(0)) < 1), F.lit(ERR_MALFORMED))
             .when(~kind.isin(*_DML, "TRUNCATE"), F.lit(ERR_UNSUPPORTED))
         )
         detail = (
             F.when(j.isNull(), F.lit("not a canal FlatMessage JSON object"))
+            .when(wrong_types != "", F.concat(F.lit("wrong JSON type of "), wrong_types))
             .when(j["table"].isNull() | j["type"].isNull(), F.lit("missing table or type"))
             .when(kind.isin(*_DML), F.lit("DML message without rows"))
             .otherwise(F.concat(F.lit("canal type "), j["type"], F.lit(": "), j["sql"]))

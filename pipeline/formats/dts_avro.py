@@ -38,6 +38,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
+from capture.schema_files import require_schema
 from pipeline import pgtext
 from pipeline.formats.base import (
     ERR_MALFORMED,
@@ -53,7 +54,6 @@ from pipeline.formats.base import (
     no_changes,
 )
 from pipeline.layouts import column_names
-from pipeline.schemas import SCHEMA_DIR
 
 NAMESPACE = "com.alibaba.dts.formats.avro"
 _CONTROL = (
@@ -120,7 +120,7 @@ def record_schema() -> str:
     The published file is a union list of named types referenced by name; each named
     type is inlined at its first use (later uses keep the name), as Avro requires.
     """
-    doc: list[Any] = json.loads((SCHEMA_DIR / "dts-avro-Record.avsc").read_text())
+    doc: list[Any] = json.loads(require_schema("dts-avro-Record.avsc").read_text())
     named: dict[str, dict[str, Any]] = {}
     for t in doc:
         if isinstance(t, dict) and "name" in t:

@@ -80,6 +80,21 @@ def test_canal_dts_examples(spark) -> None:
     assert quarantine[0]["kafka_value"] is not None
 
 
+def test_canal_fields_of_the_wrong_json_type_are_quarantined(spark) -> None:
+    good = json.loads(seed("canal", "dts_delete_2022.json"))
+    values = [(None, json.dumps(good).encode())]
+    for field, wrong in (("ts", "yesterday"), ("pkNames", "id"), ("isDdl", "yes")):
+        values.append((None, json.dumps({**good, field: wrong}).encode()))
+    changes, quarantine = parse(spark, "canal", values)
+    assert len(changes) == 1  # the untouched message only
+    got = sorted((q["kafka_offset"], q["reason"], q["detail"]) for q in quarantine)
+    assert got == [
+        (1, "malformed", "wrong JSON type of ts"),
+        (2, "malformed", "wrong JSON type of pkNames"),
+        (3, "malformed", "wrong JSON type of isDdl"),
+    ]
+
+
 def test_dataworks_examples(spark) -> None:
     names = ["insert", "update_before", "update_after", "update_single", "delete", "heartbeat"]
     changes, quarantine = parse(
