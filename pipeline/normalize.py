@@ -240,7 +240,7 @@ class NormalizeJob:
             self.report(
                 f"walcast spark normalize: batch {batch_id}: {written:,} changes written, "
                 f"quarantined {_reasons_text(reasons)}, "
-                f"{(written + sum(reasons.values())) / max(seconds, 1e-3):,.0f} rows/s"
+                f"{_rate(written + sum(reasons.values()), seconds)} rows/s"
             )
 
         stream = kafka.read_stream(
@@ -312,9 +312,14 @@ class NormalizeJob:
         self.report(
             f"walcast spark normalize: done: {totals.batches} batches, {totals.written:,} "
             f"changes written to {self.output}, quarantined "
-            f"{_reasons_text(totals.reasons)}, {totals.rows / max(seconds, 1e-3):,.0f} rows/s "
+            f"{_reasons_text(totals.reasons)}, {_rate(totals.rows, seconds)} rows/s "
             f"in {seconds:.1f} s"
         )
+
+
+def _rate(rows: int, seconds: float) -> str:
+    rate = rows / max(seconds, 1e-3)
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.1f}"
 
 
 def _reasons_text(reasons: Mapping[str, int]) -> str:
