@@ -1,0 +1,328 @@
+"""Where materialized tables live: one current-state table per source table.
+
+:class:`TableSpec` is a table's columns (typed from its layout record, or from the
+changes' ``column_types``) and primary key. Two stores apply a batch's fold
+(:mod:`pipeline.fold`) idempotently:
+
+* Delta Lake (:func:`apply_delta`): one ``MERGE`` per table and batch (plus a ``DELETE``
+  for TRUNCATE), made idempotent with Delta's ``txnAppId``/``txnVersion``;
+* Parquet (:func:`apply_parquet`): the table's state is rewritten into a new version
+  directory and ``_CURRENT`` is switched to it (:func:`read_table` reads it); a batch the
+  table already has is skipped.
+"""
+
+# ruff: noqa: N812, FBT003
+# (PySpark idioms: `functions as F`, `F.lit(True)`)
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, without_truncated
+from pipeline.pgtypes import from_text, spark_type
+
+log = logging.getLogger(__name__)
+
+CURRENT = "_CURRENT"
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """What a state table looks like: columns (name, Spark type) and primary key."""
+
+    schema: str
+    table: str
+    columns: tuple[tuple[str, str], ...]
+    primary_key: tuple[str, ...]
+
+    @property
+    def names(self) -> list[str]:
+        """Column names in order."""
+        return [n for n, _ in self.columns]
+
+
+def spec_from_layout(layout: Any, *, typed: bool = True) -> TableSpec:
+    """A TableSpec from a layout row (:data:`pipeline.layouts.LAYOUT_FIELDS`)."""
+    cols = tuple(
+        (c["name"], spark_type(c["type"], c["declared_type"], typed=typed))
+        for c in layout["columns"]
+    )
+    return TableSpec(layout["schema"], layout["table"], cols, tuple(layout["primary_key"] or ()))
+
+
+def spec_from_changes(
+    changes: DataFrame, schema: str, table: str, *, typed: bool = True
+) -> TableSpec:
+    """A TableSpec guessed from the changes themselves (no layout known)."""
+    row = changes.select(
+        F.flatten(
+            F.collect_list(
+                F.concat(
+                    F.coalesce(F.map_keys("column_types"), F.array().cast("array<string>")),
+                    F.coalesce(F.map_keys("after"), F.array().cast("array<string>")),
+                    F.coalesce(F.map_keys("before"), F.array().cast("array<string>")),
+                )
+            )
+        ).alias("names"),
+        F.max_by(F.col("column_types"), F.size("column_types")).alias("types"),
+        F.max_by(F.col("primary_key"), F.size("primary_key")).alias("pk"),
+    ).collect()[0]
+    names = list(dict.fromkeys(row["names"] or []))
+    types = row["types"] or {}
+    cols = tuple((n, spark_type(types.get(n), None, typed=typed)) for n in names)
+    return TableSpec(schema, table, cols, tuple(row["pk"] or ()))
+
+
+# ------------------------------------------------------------------ folding
+
+
+def typed_columns(spec: TableSpec, row: Column, prefix: str = "") -> list[Column]:
+    """The spec's columns cast from the text map ``row``, named ``prefix + name``."""
+    return [
+        from_text(F.element_at(row, F.lit(name)), kind).alias(prefix + name)
+        for name, kind in spec.columns
+    ]
+
+
+def empty_table(spark: SparkSession, spec: TableSpec) -> DataFrame:
+    """An empty DataFrame with the state table's schema."""
+    fields = [f"`{n}` {t}" for n, t in spec.columns]
+    if not spec.primary_key:
+        fields.append(f"`{ROW_KEY}` string")
+    # A batch may know no column of a table yet (e.g. only its TRUNCATE): the table then
+    # starts with the row-key column alone.
+    return spark.createDataFrame([], ", ".join(fields))
+
+
+# ------------------------------------------------------------------ Parquet
+
+
+def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    jvm = spark._jvm  # noqa: SLF001
+    assert jvm is not None
+    jpath = jvm.org.apache.hadoop.fs.Path(path)
+    return jvm, jpath.getFileSystem(spark._jsc.hadoopConfiguration())  # noqa: SLF001
+
+
+def current_version(spark: SparkSession, path: str) -> str | None:
+    """The version directory name ``_CURRENT`` points to (None: no table yet)."""
+    jvm, fs = _fs(spark, path)
+    pointer = jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}")
+    if not fs.exists(pointer):
+        return None
+    stream = fs.open(pointer)
+    try:
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        line = reader.readLine()
+    finally:
+        stream.close()
+    return line.strip() if line else None
+
+
+def _set_current(spark: SparkSession, path: str, version: str) -> None:
+    jvm, fs = _fs(spark, path)
+    tmp = jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}.tmp")
+    out = fs.create(tmp, True)
+    try:
+        out.write(bytearray(version.encode()))
+    finally:
+        out.close()
+    target = jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}")
+    fs.delete(target, False)
+    fs.rename(tmp, target)
+    for status in fs.listStatus(jvm.org.apache.hadoop.fs.Path(path)):
+        name = status.getPath().getName()
+        if name.startswith("v") and name != version and name < version:
+            fs.delete(status.getPath(), True)
+
+
+def table_path(root: str, schema: str, table: str) -> str:
+    """Where the state of ``schema.table`` lives under ``root``."""
+    return f"{root.rstrip('/')}/{schema}/{table}"
+
+
+def read_table(spark: SparkSession, root: str, schema: str, table: str) -> DataFrame:
+    """The current state of ``schema.table`` (Delta or Parquet), as written by materialize."""
+    path = table_path(root, schema, table)
+    version = current_version(spark, path)
+    if version is not None:
+        return spark.read.parquet(f"{path}/{version}")
+    return spark.read.format("delta").load(path)
+
+
+def _version_name(batch_id: int) -> str:
+    return f"v{batch_id:020d}"
+
+
+def apply_parquet(
+    spark: SparkSession, path: str, spec: TableSpec, changes: DataFrame, batch_id: int
+) -> None:
+    """Rewrite ``path``'s state with ``changes`` applied (skipped when already applied)."""
+    version = current_version(spark, path)
+    name = _version_name(batch_id)
+    if version is not None and version >= name:
+        return
+    current = spark.read.parquet(f"{path}/{version}") if version else empty_table(spark, spec)
+    for n, t in spec.columns:
+        if n not in current.columns:
+            current = current.withColumn(n, F.lit(None).cast(t))
+    kept, truncated = without_truncated(changes)
+    if truncated:
+        current = empty_table(spark, spec)
+    out_cols = spec.names + ([] if spec.primary_key else [ROW_KEY])
+    if spec.primary_key:
+        results = fold_by_key(kept, spec.primary_key)
+        keyed = results.select("*", *typed_columns(spec, F.col("_row"), "_v_"))
+        cond = None
+        for i, c in enumerate(spec.primary_key):
+            typed_key = from_text(F.element_at(F.col("_key"), i + 1), dict(spec.columns)[c])
+            term = F.col(f"cur.{c}").eqNullSafe(typed_key)
+            cond = term if cond is None else cond & term
+        assert cond is not None
+        joined = keyed.alias("r").join(current.alias("cur"), cond, "left")
+        updated = joined.where(F.col("_exists")).select(
+            *[
+                F.when(
+                    F.col("_reset") | F.map_contains_key(F.col("_row"), F.lit(n)), F.col(f"_v_{n}")
+                )
+                .otherwise(F.col(f"cur.{n}"))
+                .alias(n)
+                for n in spec.names
+            ]
+        )
+        untouched = current.alias("cur").join(keyed.alias("r"), cond, "left_anti")
+        new_state = untouched.select(*out_cols).unionByName(updated.select(*out_cols))
+    else:
+        deltas = fold_multiset(kept)
+        counts = current.groupBy(ROW_KEY).count()
+        affected = deltas.join(counts, deltas["_row_key"] == counts[ROW_KEY], "left").select(
+            "_row_key",
+            "_row",
+            F.greatest(F.coalesce(F.col("count"), F.lit(0)) + F.col("_delta"), F.lit(0)).alias("n"),
+        )
+        copies = affected.select(
+            F.explode(F.array_repeat(F.struct("_row", "_row_key"), F.col("n").cast("int"))).alias(
+                "x"
+            )
+        ).select(*typed_columns(spec, F.col("x._row")), F.col("x._row_key").alias(ROW_KEY))
+        untouched = current.join(deltas, current[ROW_KEY] == deltas["_row_key"], "left_anti")
+        new_state = untouched.select(*out_cols).unionByName(copies.select(*out_cols))
+    new_state.write.mode("overwrite").parquet(f"{path}/{name}")
+    _set_current(spark, path, name)
+
+
+# ------------------------------------------------------------------ Delta
+
+
+def apply_delta(
+    spark: SparkSession, path: str, spec: TableSpec, changes: DataFrame, batch_id: int, app_id: str
+) -> None:
+    """MERGE ``changes`` into the Delta table at ``path`` (idempotent per batch id)."""
+    from delta.tables import DeltaTable  # noqa: PLC0415
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        empty_table(spark, spec).write.format("delta").mode("ignore").save(path)
+    target = DeltaTable.forPath(spark, path)
+    existing = set(target.toDF().columns)
+    missing = [(n, t) for n, t in spec.columns if n not in existing]
+    if missing:
+        cols = ", ".join(f"`{n}` {t}" for n, t in missing)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        target = DeltaTable.forPath(spark, path)
+    kept, truncated = without_truncated(changes)
+
+    def txn(step: str) -> None:
+        spark.conf.set("spark.databricks.delta.write.txnAppId", f"{app_id}:{step}")
+        spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+
+    try:
+        if truncated:
+            txn("truncate")
+            target.delete()
+        txn("merge")
+        if spec.primary_key:
+            _merge_by_key(target, spec, kept)
+        else:
+            _merge_multiset(spark, target, spec, kept)
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+
+
+def _merge_by_key(target: Any, spec: TableSpec, changes: DataFrame) -> None:
+    results = fold_by_key(changes, spec.primary_key)
+    types = dict(spec.columns)
+    keyed = results.select(
+        "_reset",
+        "_exists",
+        *typed_columns(spec, F.col("_row"), "_v_"),
+        *[
+            from_text(F.element_at(F.col("_key"), i + 1), types[c]).alias(f"_k_{c}")
+            for i, c in enumerate(spec.primary_key)
+        ],
+        *[
+            F.map_contains_key(F.col("_row"), F.lit(n)).alias(f"_h_{i}")
+            for i, (n, _) in enumerate(spec.columns)
+        ],
+    )
+    cond = " AND ".join(f"t.`{c}` <=> s.`_k_{c}`" for c in spec.primary_key)
+    update = {
+        f"`{n}`": f"CASE WHEN s._reset OR s.`_h_{i}` THEN s.`_v_{n}` ELSE t.`{n}` END"
+        for i, (n, _) in enumerate(spec.columns)
+    }
+    insert = {f"`{n}`": f"s.`_v_{n}`" for n, _ in spec.columns}
+    (
+        target.alias("t")
+        .merge(keyed.alias("s"), cond)
+        .whenMatchedDelete(condition="NOT s._exists")
+        .whenMatchedUpdate(condition="s._exists", set=update)
+        .whenNotMatchedInsert(condition="s._exists", values=insert)
+        .execute()
+    )
+
+
+def _merge_multiset(spark: SparkSession, target: Any, spec: TableSpec, changes: DataFrame) -> None:
+    deltas = fold_multiset(changes).persist()
+    current = target.toDF()
+    counts = (
+        current.join(deltas.select("_row_key"), current[ROW_KEY] == F.col("_row_key"))
+        .groupBy(ROW_KEY)
+        .count()
+    )
+    affected = deltas.join(counts, deltas["_row_key"] == counts[ROW_KEY], "left").select(
+        "_row_key",
+        "_row",
+        F.greatest(F.coalesce(F.col("count"), F.lit(0)) + F.col("_delta"), F.lit(0)).alias("n"),
+    )
+    old = affected.select(
+        F.lit("old").alias("_kind"),
+        F.col("_row_key").alias("_match"),
+        *typed_columns(spec, F.lit(None).cast("map<string,string>")),
+        F.col("_row_key").alias(ROW_KEY),
+    )
+    new = affected.select(
+        F.explode(F.array_repeat(F.struct("_row", "_row_key"), F.col("n").cast("int"))).alias("x")
+    ).select(
+        F.lit("new").alias("_kind"),
+        F.lit(None).cast("string").alias("_match"),
+        *typed_columns(spec, F.col("x._row")),
+        F.col("x._row_key").alias(ROW_KEY),
+    )
+    source = old.unionByName(new)
+    values = {f"`{n}`": f"s.`{n}`" for n in [*spec.names, ROW_KEY]}
+    (
+        target.alias("t")
+        .merge(source.alias("s"), f"s._kind = 'old' AND t.`{ROW_KEY}` = s._match")
+        .whenMatchedDelete()
+        .whenNotMatchedInsert(condition="s._kind = 'new'", values=values)
+        .execute()
+    )
+    deltas.unpersist()
+    del spark
+
+
+# ------------------------------------------------------------------ the job
