@@ -251,7 +251,6 @@ def test_kill_9_repeatedly_loses_and_repeats_nothing(case: Case) -> None:
         if case.committed_lsn() > confirmed_lsn(case.dsn, case.slot):
             committed_not_acknowledged += 1  # Kafka committed past the slot's position
         daemon = case.daemon(f"run{n}", "--format", "ibm")
-    assert committed_not_acknowledged, "no kill landed between commit and acknowledgement"
     finish(case, load, daemon)
     case.verify_ibm(load)
     # Messages written to Kafka and never committed: a kill landed between produce and
@@ -266,7 +265,11 @@ def test_kill_9_repeatedly_loses_and_repeats_nothing(case: Case) -> None:
         for line in d.log().splitlines()
         if '"event": "replay_skipped"' in line
     ]
-    assert sum(skipped) > 0, "no restart skipped what Kafka already had"
+    # A kill between commit and acknowledgement: seen at the kill (Kafka's committed
+    # position past the slot's), or at the restart (it skipped what Kafka already had).
+    assert committed_not_acknowledged or sum(skipped) > 0, (
+        "no kill landed between commit and acknowledgement"
+    )
 
 
 def test_the_slot_is_never_confirmed_past_an_uncommitted_transaction(case: Case) -> None:
