@@ -5,8 +5,9 @@ Changes sort by ``(commit_lsn_num, ordinal)`` then the Kafka position
 in the batch wiped out. Tables with a primary key fold per key (:func:`fold_by_key`:
 insert resets the row to the after image, update overlays the after image's columns so
 an absent column, e.g. unchanged TOAST, keeps its value, delete removes; a key change is
-a delete of the old key and an upsert of the new one), as a Spark ``aggregate`` over the
-key's sorted events. Tables without one are multisets of whole rows
+a delete of the old key and a move into the new one, which carries the old row's values
+of the columns the change did not send), as a Spark ``aggregate`` over the key's sorted
+events. Tables without one are multisets of whole rows
 (:func:`fold_multiset`: ``+1``/``-1`` per row image). :mod:`pipeline.stores` applies the
 results.
 """
@@ -15,10 +16,12 @@ results.
 # (PySpark idioms: `functions as F`, `F.lit(True)`)
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 from pipeline.model import ORDER_COLUMNS
 
@@ -45,8 +48,40 @@ def without_truncated(changes: DataFrame) -> tuple[DataFrame, bool]:
     return changes.where((F.col("op") != "truncate") & (_sort_key() > cut_col)), True
 
 
-def fold_by_key(changes: DataFrame, pk: Sequence[str]) -> DataFrame:
-    """Per primary key: ``_key`` (array of text values), ``_reset``, ``_exists``, ``_row``."""
+@dataclass(frozen=True, slots=True)
+class KeyFold:
+    """The result of :func:`fold_by_key`.
+
+    ``rows``: per primary key ``_key`` (array of text values), ``_reset``, ``_exists``,
+    ``_row`` (text map) and ``_base_key``. The row after the batch is, when ``_exists``:
+
+    * ``_reset`` false: the stored row of ``_key`` overlaid with ``_row``;
+    * ``_reset`` true, ``_base_key`` null: ``_row`` alone;
+    * ``_reset`` true, ``_base_key`` set: the stored row (before the batch) of the key
+      ``_base_key`` overlaid with ``_row``. That is a row whose key changed in the batch
+      (an UPDATE of its primary key) while some of its columns were not sent (unchanged
+      TOAST, or a format that sends changed columns only): they keep the old row's values.
+
+    ``moves``: whether the batch changed a primary key at all (without it ``_base_key`` is
+    always null and the stores skip the join that reads it).
+    """
+
+    rows: DataFrame
+    moves: bool
+
+
+def fold_by_key(changes: DataFrame, pk: Sequence[str]) -> KeyFold:
+    """Fold a table's changes per primary key (see :class:`KeyFold` for the result).
+
+    Events per key, in order: insert resets the row to the after image; update overlays
+    the after image; delete removes the row; a key change is a delete of the old key and
+    a *move* into the new key, which resets it to the old key's row at that moment
+    overlaid with the after image. Where the old key's row at that moment is itself known
+    only in part (it was moved into in the same batch, or it is the stored row), the
+    rows are resolved by :func:`_resolve_moves`, which walks each chain of moves back to
+    a reset or to the store, one join per link (chains longer than one link need a row
+    to change its key twice in one batch).
+    """
 
     def key_of(image: Column) -> Column:
         return F.array(*[F.element_at(image, F.lit(c)) for c in pk])
@@ -71,58 +106,164 @@ def fold_by_key(changes: DataFrame, pk: Sequence[str]) -> DataFrame:
         & has_key(F.col("after"))
         & (before_key != after_key)
     )
-    empty_map = F.create_map().cast("map<string,string>")
 
-    def event(key: Column, kind: Column, img: Column, sub: int) -> Column:
+    def event(key: Column, kind: Column, img: Column, sub: int, source: Column) -> Column:
         return F.struct(
             key.alias("key"),
             _sort_key().alias("pos"),
             F.lit(sub).alias("sub"),
             kind.alias("op"),
             img.alias("img"),
+            source.alias("from"),
         )
 
     first = event(
         main_key,
         F.when(moved, F.lit("delete")).otherwise(op),
-        F.when(op == "delete", empty_map).otherwise(F.coalesce(F.col("after"), empty_map)),
+        F.when(op == "delete", _empty_map()).otherwise(F.coalesce(F.col("after"), _empty_map())),
         0,
+        _null_key(),
     )
-    second = event(after_key, F.lit("update"), F.coalesce(F.col("after"), empty_map), 1)
+    second = event(
+        after_key, F.lit("move"), F.coalesce(F.col("after"), _empty_map()), 1, before_key
+    )
     # an update whose after image lacks key columns (Shareplex: changed columns only)
     # is about its before key; only a complete new key different from it is a move
     events = changes.select(
         F.explode(F.when(moved, F.array(first, second)).otherwise(F.array(first))).alias("e")
     ).select("e.*")
     grouped = events.groupBy("key").agg(
-        F.array_sort(F.collect_list(F.struct("pos", "sub", "op", "img")), _by_position).alias("evs")
+        F.array_sort(
+            F.collect_list(F.struct("pos", "sub", "op", "img", "from")), _by_position
+        ).alias("evs")
     )
-    init = _acc(F.lit(False), F.lit(True), empty_map)
+    pos_type = events.schema["pos"].dataType
+    step = _stepper(pos_type)
+    folded = grouped.select("key", F.aggregate("evs", _init(pos_type), step).alias("f")).select(
+        F.col("key").alias("_key"),
+        F.col("f.reset").alias("_reset"),
+        F.col("f.exists").alias("_exists"),
+        F.col("f.row").alias("_row"),
+        F.col("f.base_key").alias("_base_key"),
+        F.col("f.base_pos").alias("_base_pos"),
+    )
+    if not changes.where(moved).limit(1).count():
+        return KeyFold(folded.drop("_base_pos"), moves=False)
+    return KeyFold(_resolve_moves(folded, grouped, step, _init(pos_type)), moves=True)
+
+
+def _empty_map() -> Column:
+    return F.create_map().cast("map<string,string>")
+
+
+def _null_key() -> Column:
+    return F.lit(None).cast("array<string>")
+
+
+def _acc(reset: Column, exists: Column, row: Column, base_key: Column, base_pos: Column) -> Column:
+    return F.struct(
+        reset.alias("reset"),
+        exists.alias("exists"),
+        row.alias("row"),
+        base_key.alias("base_key"),
+        base_pos.alias("base_pos"),
+    )
+
+
+def _init(pos_type: DataType) -> Column:
+    """The fold's start: the stored row (not reset), nothing overlaid yet."""
+    return _acc(F.lit(False), F.lit(True), _empty_map(), _null_key(), F.lit(None).cast(pos_type))
+
+
+def _stepper(pos_type: DataType) -> Callable[[Column, Column], Column]:
+    """One event applied to a key's accumulated row (``base_key``/``base_pos``: KeyFold)."""
+    no_pos = F.lit(None).cast(pos_type)
 
     def step(acc: Column, e: Column) -> Column:
         return (
-            F.when(e["op"] == "insert", _acc(F.lit(True), F.lit(True), e["img"]))
-            .when(e["op"] == "delete", _acc(F.lit(True), F.lit(False), empty_map))
-            .otherwise(_acc(acc["reset"], F.lit(True), F.map_concat(acc["row"], e["img"])))
+            F.when(
+                e["op"] == "insert", _acc(F.lit(True), F.lit(True), e["img"], _null_key(), no_pos)
+            )
+            .when(
+                e["op"] == "delete",
+                _acc(F.lit(True), F.lit(False), _empty_map(), _null_key(), no_pos),
+            )
+            .when(e["op"] == "move", _acc(F.lit(True), F.lit(True), e["img"], e["from"], e["pos"]))
+            .otherwise(
+                _acc(
+                    acc["reset"],
+                    F.lit(True),
+                    F.map_concat(acc["row"], e["img"]),
+                    acc["base_key"],
+                    acc["base_pos"],
+                )
+            )
         )
 
-    folded = F.aggregate("evs", init, step)
-    return grouped.select(
-        F.col("key").alias("_key"),
-        folded["reset"].alias("_reset"),
-        folded["exists"].alias("_exists"),
-        folded["row"].alias("_row"),
-    )
+    return step
+
+
+def _resolve_moves(
+    folded: DataFrame,
+    grouped: DataFrame,
+    step: Callable[[Column, Column], Column],
+    init: Column,
+) -> DataFrame:
+    """Rows whose fold starts with a move, rebuilt on the old key's row at the move.
+
+    The old key's row just before the move is the fold of its events before that position
+    (on its stored row, or on an earlier move's result: the next link of the chain).
+    Each round joins the unresolved rows with their old key's events; a row is resolved
+    when that fold did not reset it (``_base_key`` = the old key, read from the store), or
+    reset it without a move (``_base_key`` null). Positions strictly decrease along a
+    chain, so the loop ends; it runs one Spark job per link (a row whose key changed
+    twice in the batch needs two).
+    """
+    no_events = F.array().cast(grouped.schema["evs"].dataType)
+    done = folded.where(F.col("_base_key").isNull()).drop("_base_pos")
+    pending = folded.where(F.col("_base_key").isNotNull())
+    while pending.limit(1).count():
+        earlier = F.filter(
+            F.coalesce(F.col("g.evs"), no_events),
+            lambda e: (
+                F.struct(e["pos"].alias("p"), e["sub"].alias("s"))
+                < F.struct(F.col("p._base_pos").alias("p"), F.lit(0).alias("s"))
+            ),
+        )
+        linked = (
+            pending.alias("p")
+            .join(grouped.alias("g"), F.col("p._base_key") == F.col("g.key"), "left")
+            .select(
+                "p._key",
+                "p._reset",
+                "p._exists",
+                "p._row",
+                "p._base_key",
+                F.aggregate(earlier, init, step).alias("b"),
+            )
+            .select(
+                "_key",
+                "_reset",
+                "_exists",
+                F.map_concat(F.col("b.row"), F.col("_row")).alias("_row"),
+                # not reset before the move: the old key's stored row is the base
+                F.when(~F.col("b.reset"), F.col("_base_key"))
+                .otherwise(F.col("b.base_key"))
+                .alias("_base_key"),
+                F.col("b.base_pos").alias("_base_pos"),
+                F.col("b.reset").alias("_linked"),
+            )
+        )
+        resolved = ~F.col("_linked") | F.col("_base_key").isNull()
+        done = done.unionByName(linked.where(resolved).drop("_base_pos", "_linked"))
+        pending = linked.where(~resolved).drop("_linked")
+    return done
 
 
 def _by_position(a: Column, b: Column) -> Column:
     x = F.struct(a["pos"], a["sub"])
     y = F.struct(b["pos"], b["sub"])
     return F.when(x < y, F.lit(-1)).when(x > y, F.lit(1)).otherwise(F.lit(0))
-
-
-def _acc(reset: Column, exists: Column, row: Column) -> Column:
-    return F.struct(reset.alias("reset"), exists.alias("exists"), row.alias("row"))
 
 
 def row_key(image: Column) -> Column:

@@ -10,7 +10,9 @@ exactly once). Per micro-batch and per source table:
 2. **Fold per key** (tables with a primary key): each change is an event on its key
    (insert: reset to the after image; update: overlay the after image's columns, so an
    absent column, e.g. unchanged TOAST, keeps its value; delete: remove). An update
-   that changes the key is a delete of the old key and an upsert of the new one. The
+   that changes the key is a delete of the old key and a move into the new one: the
+   new key's row is the old row (from the batch or the store) overlaid with the after
+   image, so columns the change did not send (unchanged TOAST) keep their values. The
    fold is a Spark ``aggregate`` over the key's sorted events (no UDF).
 3. **Multiset** (no primary key, REPLICA IDENTITY FULL): a row is identified by its whole
    image; insert adds a copy, delete removes one copy matching the before image, update

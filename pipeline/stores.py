@@ -158,6 +158,32 @@ def _version_name(batch_id: int) -> str:
     return f"v{batch_id:020d}"
 
 
+def _key_matches(spec: TableSpec, alias: str, key: Column) -> Column:
+    """``alias``'s primary key equals the text key array ``key`` (typed per the spec)."""
+    types = dict(spec.columns)
+    cond = None
+    for i, c in enumerate(spec.primary_key):
+        term = F.col(f"{alias}.{c}").eqNullSafe(from_text(F.element_at(key, i + 1), types[c]))
+        cond = term if cond is None else cond & term
+    assert cond is not None
+    return cond
+
+
+def _with_base(keyed: DataFrame, current: DataFrame, spec: TableSpec) -> DataFrame:
+    """``keyed`` plus ``_b_<column>``, the stored row of ``_base_key``.
+
+    That is a key move's old row before the batch (:class:`pipeline.fold.KeyFold`); null
+    where there is none.
+    """
+    base = current.select(*[F.col(n) for n in spec.names])
+    cond = F.col("r._base_key").isNotNull() & _key_matches(spec, "b", F.col("r._base_key"))
+    return (
+        keyed.alias("r")
+        .join(base.alias("b"), cond, "left")
+        .select("r.*", *[F.col(f"b.{n}").alias(f"_b_{n}") for n in spec.names])
+    )
+
+
 def apply_parquet(
     spark: SparkSession, path: str, spec: TableSpec, changes: DataFrame, batch_id: int
 ) -> None:
@@ -175,25 +201,24 @@ def apply_parquet(
         current = empty_table(spark, spec)
     out_cols = spec.names + ([] if spec.primary_key else [ROW_KEY])
     if spec.primary_key:
-        results = fold_by_key(kept, spec.primary_key)
-        keyed = results.select("*", *typed_columns(spec, F.col("_row"), "_v_"))
-        cond = None
-        for i, c in enumerate(spec.primary_key):
-            typed_key = from_text(F.element_at(F.col("_key"), i + 1), dict(spec.columns)[c])
-            term = F.col(f"cur.{c}").eqNullSafe(typed_key)
-            cond = term if cond is None else cond & term
-        assert cond is not None
+        fold = fold_by_key(kept, spec.primary_key)
+        keyed = fold.rows.select("*", *typed_columns(spec, F.col("_row"), "_v_"))
+        if fold.moves and not truncated:
+            keyed = _with_base(keyed, current, spec)
+        cond = _key_matches(spec, "cur", F.col("_key"))
         joined = keyed.alias("r").join(current.alias("cur"), cond, "left")
-        updated = joined.where(F.col("_exists")).select(
-            *[
-                F.when(
-                    F.col("_reset") | F.map_contains_key(F.col("_row"), F.lit(n)), F.col(f"_v_{n}")
+
+        def value(n: str) -> Column:
+            sent = F.map_contains_key(F.col("_row"), F.lit(n))
+            if "_b_" + n in keyed.columns:
+                return (
+                    F.when(sent, F.col(f"_v_{n}"))
+                    .when(F.col("_reset"), F.col(f"_b_{n}"))
+                    .otherwise(F.col(f"cur.{n}"))
                 )
-                .otherwise(F.col(f"cur.{n}"))
-                .alias(n)
-                for n in spec.names
-            ]
-        )
+            return F.when(F.col("_reset") | sent, F.col(f"_v_{n}")).otherwise(F.col(f"cur.{n}"))
+
+        updated = joined.where(F.col("_exists")).select(*[value(n).alias(n) for n in spec.names])
         untouched = current.alias("cur").join(keyed.alias("r"), cond, "left_anti")
         new_state = untouched.select(*out_cols).unionByName(updated.select(*out_cols))
     else:
@@ -245,7 +270,7 @@ def apply_delta(
             target.delete()
         txn("merge")
         if spec.primary_key:
-            _merge_by_key(target, spec, kept)
+            _merge_by_key(target, spec, kept, truncated=truncated)
         else:
             _merge_multiset(spark, target, spec, kept)
     finally:
@@ -253,12 +278,15 @@ def apply_delta(
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
 
 
-def _merge_by_key(target: Any, spec: TableSpec, changes: DataFrame) -> None:
-    results = fold_by_key(changes, spec.primary_key)
+def _merge_by_key(
+    target: Any, spec: TableSpec, changes: DataFrame, *, truncated: bool = False
+) -> None:
+    fold = fold_by_key(changes, spec.primary_key)
     types = dict(spec.columns)
-    keyed = results.select(
+    keyed = fold.rows.select(
         "_reset",
         "_exists",
+        "_base_key",
         *typed_columns(spec, F.col("_row"), "_v_"),
         *[
             from_text(F.element_at(F.col("_key"), i + 1), types[c]).alias(f"_k_{c}")
@@ -269,12 +297,26 @@ def _merge_by_key(target: Any, spec: TableSpec, changes: DataFrame) -> None:
             for i, (n, _) in enumerate(spec.columns)
         ],
     )
+    based = fold.moves and not truncated
+    if based:
+        keyed = _with_base(keyed, target.toDF(), spec)
     cond = " AND ".join(f"t.`{c}` <=> s.`_k_{c}`" for c in spec.primary_key)
-    update = {
-        f"`{n}`": f"CASE WHEN s._reset OR s.`_h_{i}` THEN s.`_v_{n}` ELSE t.`{n}` END"
-        for i, (n, _) in enumerate(spec.columns)
-    }
-    insert = {f"`{n}`": f"s.`_v_{n}`" for n, _ in spec.columns}
+    if based:
+        update = {
+            f"`{n}`": f"CASE WHEN s.`_h_{i}` THEN s.`_v_{n}` WHEN s._reset THEN s.`_b_{n}` "
+            f"ELSE t.`{n}` END"
+            for i, (n, _) in enumerate(spec.columns)
+        }
+        insert = {
+            f"`{n}`": f"CASE WHEN s.`_h_{i}` THEN s.`_v_{n}` ELSE s.`_b_{n}` END"
+            for i, (n, _) in enumerate(spec.columns)
+        }
+    else:
+        update = {
+            f"`{n}`": f"CASE WHEN s._reset OR s.`_h_{i}` THEN s.`_v_{n}` ELSE t.`{n}` END"
+            for i, (n, _) in enumerate(spec.columns)
+        }
+        insert = {f"`{n}`": f"s.`_v_{n}`" for n, _ in spec.columns}
     (
         target.alias("t")
         .merge(keyed.alias("s"), cond)

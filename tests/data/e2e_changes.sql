@@ -24,3 +24,13 @@ COMMIT;
 TRUNCATE orders;
 INSERT INTO orders SELECT g, 2, 1.25 * g, NULL FROM generate_series(100, 104) AS g;
 UPDATE orders SET note = 'after truncate' WHERE id = 100;
+
+-- Key moves of rows with an unchanged TOASTed body: loaded rows, and a streamed one.
+UPDATE docs SET id = 10 WHERE id = 1;
+UPDATE docs SET id = 20, score = 2.5 WHERE id = 2;
+INSERT INTO docs VALUES (5, repeat('toast five ', 800), '0001-01-02', '2999-01-01 12:00:00.5+00', 'Infinity', 'NaN');
+UPDATE docs SET id = 6 WHERE id = 5;
+BEGIN;
+UPDATE docs SET id = 30 WHERE id = 3;
+UPDATE docs SET id = 31, amount = 0 WHERE id = 30;
+COMMIT;

@@ -15,3 +15,9 @@ INSERT INTO events SELECT TIMESTAMPTZ '2024-02-01 00:00:00+00' + (g % 5) * INTER
 FROM generate_series(1, 30) AS g;
 
 INSERT INTO orders SELECT g, (g % 60) + 1, (g * 2.5)::numeric(10, 2), 'order ' || g FROM generate_series(1, 40) AS g;
+
+INSERT INTO docs VALUES
+    (1, repeat('toast one ', 600), '0001-01-01', '0001-01-01 00:00:00+00', 'NaN', 'NaN'),
+    (2, repeat('toast two ', 700), '2999-12-31', '2999-12-31 23:59:59.999999+00', 'Infinity', 1e-20),
+    (3, repeat('toast three ', 500), '1999-12-31', '1970-01-01 00:00:00+00', '-Infinity', -123456789012345678901234567890.123456789),
+    (4, NULL, NULL, NULL, NULL, NULL);

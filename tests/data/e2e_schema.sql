@@ -30,3 +30,15 @@ CREATE TABLE orders (
     total       numeric(10, 2),
     note        text
 );
+
+-- Extreme values, and a large column kept out of line (TOAST): an UPDATE that changes
+-- the key sends no value for it ("unchanged TOAST"), which the new key's row must keep.
+CREATE TABLE docs (
+    id     bigint PRIMARY KEY,
+    body   text,
+    born   date,
+    at     timestamptz,
+    score  double precision,
+    amount numeric
+);
+ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL;
