@@ -128,6 +128,22 @@ def pg_type_of_declared(declared: Column) -> Column:
     return F.when(declared.endswith("[]"), F.concat(F.lit("_"), mapped)).otherwise(mapped)
 
 
+def _raw_fields_if_needed(text: Column, j: Column) -> Column:
+    """The message as a map of raw field texts, where a typed field parsed as null.
+
+    A field with the wrong JSON type (``ts`` "yesterday", ``pkNames`` "id") parses as
+    null, like a field left out; the raw map tells them apart. Parsing the message a
+    second time costs about as much as the first, so it is done only where a typed field
+    is null, ``old`` counting only for an UPDATE (the one kind that reads it): a
+    well-formed insert or delete of a table with a primary key is parsed once.
+    """
+    suspect = F.upper(j["type"]).eqNullSafe("UPDATE") & j["old"].isNull()
+    for name in _TYPED_FIELDS:
+        if name != "old":
+            suspect = suspect | j[name].isNull()
+    return F.when(j.isNull() | suspect, F.from_json(text, "map<string,string>"))
+
+
 class CanalParser(Parser):
     """canal FlatMessage JSON → normalized changes."""
 
@@ -167,7 +183,7 @@ class CanalParser(Parser):
         text = F.col("value").cast("string")
         parsed = (
             records.withColumn("j", F.from_json(text, struct_from_schema("canal.schema.json")))
-            .withColumn("_raw", F.from_json(text, "map<string,string>"))
+            .withColumn("_raw", _raw_fields_if_needed(text, F.col("j")))
             .select(
                 "*",
                 database.alias("_database"),
@@ -258,11 +274,17 @@ class CanalParser(Parser):
         )
         # A field sent with the wrong JSON type (ts "yesterday", pkNames "id", isDdl "yes")
         # parses as null: the raw text of the field tells it from a field left out.
+        # (``old`` is read by an UPDATE only: see _raw_fields_if_needed)
         raw = F.col("_raw")
         wrong_types = F.concat_ws(
             ", ",
             *[
-                F.when(F.element_at(raw, F.lit(name)).isNotNull() & j[name].isNull(), F.lit(name))
+                F.when(
+                    F.element_at(raw, F.lit(name)).isNotNull()
+                    & j[name].isNull()
+                    & (F.lit(name != "old") | (kind == "UPDATE")),
+                    F.lit(name),
+                )
                 for name in _TYPED_FIELDS
             ],
         )

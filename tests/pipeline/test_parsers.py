@@ -85,13 +85,17 @@ def test_canal_fields_of_the_wrong_json_type_are_quarantined(spark) -> None:
     values = [(None, json.dumps(good).encode())]
     for field, wrong in (("ts", "yesterday"), ("pkNames", "id"), ("isDdl", "yes")):
         values.append((None, json.dumps({**good, field: wrong}).encode()))
+    update = {**good, "type": "UPDATE", "old": "id"}  # an UPDATE reads old: malformed
+    values.append((None, json.dumps(update).encode()))
+    values.append((None, json.dumps({**good, "old": "id"}).encode()))  # a DELETE does not
     changes, quarantine = parse(spark, "canal", values)
-    assert len(changes) == 1  # the untouched message only
+    assert len(changes) == 2  # the untouched message, and the DELETE with its unread old
     got = sorted((q["kafka_offset"], q["reason"], q["detail"]) for q in quarantine)
     assert got == [
         (1, "malformed", "wrong JSON type of ts"),
         (2, "malformed", "wrong JSON type of pkNames"),
         (3, "malformed", "wrong JSON type of isDdl"),
+        (4, "malformed", "wrong JSON type of old"),
     ]
 
 
