@@ -1,13 +1,25 @@
-"""Normalize throughput per format: rows/s of the Spark normalize job on local[2].
+"""Spark throughput per format, beside the daemon's: normalize and materialize rows/s.
 
     python bench/spark_normalize.py [--count 1000000] [--formats canal,ibm,...]
         [--bootstrap HOST:PORT] [--tables 8] [--max-offsets-per-trigger N]
+        [--stores delta,parquet] [--daemon-rows 300000]
 
-For each format: produces ``--count`` synthetic changes (``capture.teststream``, the
-same stream as ``walcast produce-test-stream``) to a fresh topic (layout records to
-``<topic>.layouts``), then times ``NormalizeJob(available_now=True)`` from start to
-end and counts the normalized rows written. Kafka: ``--bootstrap``, else
-``$WALCAST_TEST_KAFKA``, else ``scripts/local-services start kafka``.
+For each format:
+
+1. produces ``--count`` synthetic changes (``capture.teststream``, the same stream as
+   ``walcast produce-test-stream``) to a fresh topic (layout records to
+   ``<topic>.layouts``), then times ``NormalizeJob(available_now=True)`` from start to
+   end and counts the normalized rows written (rows/s);
+2. times ``MaterializeJob(available_now=True)`` over those normalized rows, once per
+   store in ``--stores`` (changes folded per second);
+3. ``walcast run``'s rate for the same format on the same machine (at-least-once,
+   ``--daemon-rows`` single-table inserts committed before it starts, timed until the
+   slot is acknowledged past them: ``bench/run_e2e.py``'s measure), needs PostgreSQL
+   (``$WALCAST_TEST_DSN``); the table's last column is normalize rows/s over it.
+
+The Spark session is the jobs' own (``local[2]``); JVM start-up is in the first format's
+time. Kafka: ``--bootstrap``, else ``$WALCAST_TEST_KAFKA``, else
+``scripts/local-services start kafka``.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from capture.formats.layout import layout_record  # noqa: E402
 from capture.synthetic import build_tables, format_options, generate, table_specs  # noqa: E402
 from capture.teststream import produce  # noqa: E402
 from pipeline.formats import FORMAT_NAMES  # noqa: E402
+from pipeline.materialize import MaterializeJob  # noqa: E402
 from pipeline.model import NORMALIZED  # noqa: E402
 from pipeline.normalize import NormalizeJob  # noqa: E402
 from pipeline.quarantine import QUARANTINE  # noqa: E402
@@ -101,6 +114,80 @@ def fill_topic(bootstrap: str, topic: str, fmt: str, count: int, tables: int) ->
     return sent, time.perf_counter() - started
 
 
+def daemon_rates(formats: list[str], rows: int) -> dict[str, float]:
+    """``walcast run`` rows/s per format over the same committed rows (one slot each)."""
+    import psycopg  # noqa: PLC0415
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from run_e2e import Run, wal_lsn  # noqa: PLC0415
+
+    dsn = os.environ.get("WALCAST_TEST_DSN")
+    bootstrap = os.environ.get("WALCAST_TEST_KAFKA")
+    if not rows or not dsn or not bootstrap:
+        print("daemon rate not measured (--daemon-rows 0, or no $WALCAST_TEST_DSN)", flush=True)
+        return {}
+    tag = uuid.uuid4().hex[:6]
+    table, pub = f"bench_rate_{tag}", f"bench_rate_pub_{tag}"
+    logs = Path(tempfile.mkdtemp(prefix=f"walcast-bench-{tag}-"))
+    runs = {
+        fmt: Run("at-least-once", f"bench_{fmt.replace('-', '_')}_{tag}", f"rate_{tag}.{fmt}",
+                 logs / f"{fmt}.log")
+        for fmt in formats
+    }  # fmt: skip
+    out: dict[str, float] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, val text, n integer)")
+        conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")
+        try:
+            for run in runs.values():
+                conn.execute(
+                    "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (run.slot,)
+                )
+            for lo in range(1, rows + 1, 1000):
+                conn.execute(
+                    f"INSERT INTO {table} SELECT g, 'value ' || g, g %% 100 "
+                    "FROM generate_series(%s::bigint, %s::bigint) g",
+                    (lo, min(lo + 999, rows)),
+                )
+            conn.execute("SELECT pg_logical_emit_message(false, 'bench', '')")
+            end = wal_lsn(conn)
+            for fmt, run in runs.items():
+                started = time.monotonic()
+                run.start(dsn, pub, bootstrap, fmt)
+                run.wait_until(conn, end)
+                out[fmt] = rows / (time.monotonic() - started)
+                run.stop()
+                print(json.dumps({"format": fmt, "daemon_rows_per_s": round(out[fmt])}), flush=True)
+        finally:
+            for run in runs.values():
+                if run.process is not None and run.process.poll() is None:
+                    run.process.kill()
+                conn.execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                    "WHERE slot_name = %s AND NOT active",
+                    (run.slot,),
+                )
+            conn.execute(f"DROP PUBLICATION IF EXISTS {pub}")
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    return out
+
+
+def time_materialize(spark, bootstrap: str, layouts: str, work: str, store: str) -> float:  # noqa: ANN001
+    """Seconds of one available-now materialize run of ``work``'s normalized changes."""
+    job = MaterializeJob(
+        normalized=f"{work}/changes",
+        state=f"{work}/state-{store}",
+        checkpoint=f"{work}/ckpt-materialize-{store}",
+        bootstrap=bootstrap,
+        layout_topic=layouts,
+        use_delta=store == "delta",
+        available_now=True,
+    )
+    started = time.perf_counter()
+    job.run(spark)
+    return time.perf_counter() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -110,11 +197,16 @@ def main() -> int:
     parser.add_argument("--bootstrap")
     parser.add_argument("--tables", type=int, default=8)
     parser.add_argument("--max-offsets-per-trigger", type=int)
+    parser.add_argument("--stores", default="delta,parquet")
+    parser.add_argument("--daemon-rows", type=int, default=300_000)
     args = parser.parse_args()
     bootstrap = kafka_bootstrap(args.bootstrap)
+    formats = args.formats.split(",")
+    stores = [s for s in args.stores.split(",") if s]
+    daemon = daemon_rates(formats, args.daemon_rows)
     spark = build_session(SessionOptions(shuffle_partitions=4, extra={"spark.driver.memory": "8g"}))
     results = []
-    for fmt in args.formats.split(","):
+    for fmt in formats:
         topic = f"bench-{fmt}-{uuid.uuid4().hex[:8]}"
         messages, fill_s = fill_topic(bootstrap, topic, fmt, args.count, args.tables)
         with tempfile.TemporaryDirectory(prefix="walcast-bench-") as work:
@@ -134,6 +226,10 @@ def main() -> int:
             elapsed = time.perf_counter() - started
             rows = spark.read.schema(NORMALIZED).parquet(f"{work}/changes").count()
             rejected = spark.read.schema(QUARANTINE).parquet(f"{work}/changes_quarantine").count()
+            folded = {
+                store: rows / time_materialize(spark, bootstrap, f"{topic}.layouts", work, store)
+                for store in stores
+            }
         result = {
             "format": fmt,
             "changes": args.count,
@@ -143,12 +239,20 @@ def main() -> int:
             "seconds": round(elapsed, 1),
             "rows_per_s": round(rows / elapsed),
             "produce_seconds": round(fill_s, 1),
+            **{f"materialize_{store}_rows_per_s": round(rate) for store, rate in folded.items()},
+            "daemon_rows_per_s": round(daemon[fmt]) if fmt in daemon else None,
         }
         results.append(result)
         print(json.dumps(result), flush=True)
-    print(f"{'format':<10} {'rows':>10} {'seconds':>8} {'rows/s':>9}")
+    heads = ["format", "rows", "normalize s", "normalize/s"]
+    heads += [f"{store}/s" for store in stores] + ["daemon/s", "normalize:daemon"]
+    print(" | ".join(heads))
     for r in results:
-        print(f"{r['format']:<10} {r['rows']:>10} {r['seconds']:>8} {r['rows_per_s']:>9}")
+        cells = [r["format"], f"{r['rows']:,}", f"{r['seconds']}", f"{r['rows_per_s']:,}"]
+        cells += [f"{r[f'materialize_{store}_rows_per_s']:,}" for store in stores]
+        rate = r["daemon_rows_per_s"]
+        cells += [f"{rate:,}", f"{r['rows_per_s'] / rate:.2f}"] if rate else ["-", "-"]
+        print(" | ".join(cells))
     return 0
 
 
