@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from pipeline import kafka, preflight, quarantine, sequencing
@@ -49,6 +49,8 @@ class NormalizeResult:
     changes: DataFrame
     quarantine: DataFrame
     state: DataFrame
+    offsets: DataFrame
+    """The Kafka offsets read: ``kafka_topic``, ``kafka_partition``, ``first``, ``last``."""
     cached: tuple[DataFrame, ...] = ()
     """Intermediate DataFrames persisted for the batch; :meth:`release` frees them."""
 
@@ -87,6 +89,7 @@ def normalize_frame(
         changes=quarantine.good_changes(changes),
         quarantine=rejected.unionByName(quarantine.from_changes(changes)),
         state=sequencing.next_state(sequenced, parser),
+        offsets=sequencing.offsets_of(sequenced),
         cached=(sequenced,) if persist else (),
     )
 
@@ -217,6 +220,7 @@ class NormalizeJob:
                     records, parser, layouts, store.load(batch_id), persist=True
                 )
                 written = result.changes.count()
+                offsets = _offsets_text(result.offsets.collect())
                 reasons = {
                     str(row[0]): int(row[1])
                     for row in result.quarantine.groupBy("reason").count().collect()
@@ -240,7 +244,7 @@ class NormalizeJob:
             self.report(
                 f"walcast spark normalize: batch {batch_id}: {written:,} changes written, "
                 f"quarantined {_reasons_text(reasons)}, "
-                f"{_rate(written + sum(reasons.values()), seconds)} rows/s"
+                f"{_rate(written + sum(reasons.values()), seconds)} rows/s; offsets {offsets}"
             )
 
         stream = kafka.read_stream(
@@ -320,6 +324,21 @@ class NormalizeJob:
 def _rate(rows: int, seconds: float) -> str:
     rate = rows / max(seconds, 1e-3)
     return f"{rate:,.0f}" if rate >= 100 else f"{rate:.1f}"
+
+
+OFFSETS_SHOWN = 6
+"""Partitions named in a batch line; more are counted (``+N more``)."""
+
+
+def _offsets_text(ranges: Sequence[Row]) -> str:
+    """``topic[partition] first-last, …`` of a batch's Kafka records (sorted)."""
+    if not ranges:
+        return "none"
+    items = sorted((r["kafka_topic"], r["kafka_partition"], r["first"], r["last"]) for r in ranges)
+    text = ", ".join(f"{t}[{p}] {a}-{b}" for t, p, a, b in items[:OFFSETS_SHOWN])
+    if len(items) > OFFSETS_SHOWN:
+        text += f" (+{len(items) - OFFSETS_SHOWN} more partitions)"
+    return text
 
 
 def _reasons_text(reasons: Mapping[str, int]) -> str:

@@ -292,6 +292,14 @@ def next_state(sequenced: DataFrame, parser: Parser) -> DataFrame:
     return agg.select(*[cols[f.name].cast(f.dataType).alias(f.name) for f in STATE.fields])
 
 
+def offsets_of(sequenced: DataFrame) -> DataFrame:
+    """Per topic and partition, the first and last Kafka offset of the batch's messages."""
+    real = sequenced.where(~F.col("is_pseudo"))
+    return real.groupBy(*_PART).agg(
+        F.min("kafka_offset").alias("first"), F.max("kafka_offset").alias("last")
+    )
+
+
 def changes_of(sequenced: DataFrame, parser: Parser) -> DataFrame:
     """Every change of the real, kept messages, with its Kafka position and flags.
 
@@ -354,5 +362,6 @@ __all__ = [
     "empty_state",
     "message_problems",
     "next_state",
+    "offsets_of",
     "sequence",
 ]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import kafka as k
 from tests.support import scenario as sc
 
 pytestmark = pytest.mark.integration
@@ -97,5 +98,8 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
     )  # fmt: skip
     assert right.returncode == 0, right.stderr[-3000:]
     lines = [line for line in right.stderr.splitlines() if line.startswith("walcast spark")]
-    assert any(": batch 0: 200 changes written, quarantined none" in line for line in lines)
+    (batch,) = [line for line in lines if ": batch 0: " in line]
+    assert ": batch 0: 200 changes written, quarantined none, " in batch
+    last = len(k.read_all(kafka_bootstrap, [topic])) - 1  # 200 changes and qlik's MD messages
+    assert batch.endswith(f"rows/s; offsets {topic}[0] 0-{last}"), batch  # one partition
     assert lines[-1].startswith("walcast spark normalize: done: 1 batches, 200 changes written")
