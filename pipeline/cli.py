@@ -31,6 +31,18 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (argparse names the flag in its one-line error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        msg = f"{text!r} is not a whole number >= 0"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--available-now",
@@ -107,6 +119,13 @@ def add_normalize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--starting-offsets", default="earliest", help="earliest|latest|JSON")
     parser.add_argument("--max-offsets-per-trigger", type=int, help="cap records per batch")
     parser.add_argument(
+        "--min-partitions",
+        type=_non_negative_int,
+        help="read each batch with at least N tasks, splitting large Kafka partitions "
+        "(default: 4 x Spark's default parallelism, so every core parses a one-partition "
+        "topic; 0: one task per Kafka partition)",
+    )
+    parser.add_argument(
         "--kafka-option",
         action="append",
         default=[],
@@ -174,6 +193,7 @@ def normalize_job(args: argparse.Namespace) -> NormalizeJob:
         parser_options=_pairs(args.parser_option, "--parser-option"),
         starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
+        min_partitions=args.min_partitions,
         available_now=args.available_now,
         processing_time=args.processing_time,
         kafka_options=_pairs(args.kafka_option, "--kafka-option"),

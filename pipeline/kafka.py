@@ -35,10 +35,15 @@ def read_stream(
     max_offsets_per_trigger: int | None = None,
     options: Mapping[str, str] | None = None,
     pattern: str | None = None,
+    min_partitions: int | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of records (columns :data:`RECORD_COLUMNS`).
 
     Of ``topics``, or of the topics matching ``pattern`` (``subscribePattern``).
+    ``min_partitions`` (the source's ``minPartitions``) splits a batch's large Kafka
+    partitions into offset ranges read by separate tasks, so a topic with fewer partitions
+    than cores is still parsed on every core (IBM's single queue topic); order does not
+    suffer, as sequencing sorts each Kafka partition by offset.
     """
     reader = (
         spark.readStream.format("kafka")
@@ -51,6 +56,8 @@ def read_stream(
         reader = reader.option("subscribe", ",".join(topics))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    if min_partitions:
+        reader = reader.option("minPartitions", str(min_partitions))
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
     return reader.load().select(*RECORD_COLUMNS)

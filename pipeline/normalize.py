@@ -146,6 +146,12 @@ class NormalizeJob:
     read_committed: bool = True
     """Read at ``isolation.level=read_committed``: ``walcast run --exactly-once`` writes
     Kafka transactions, whose aborted messages must not be read (no cost otherwise)."""
+    min_partitions: int | None = None
+    """Spark tasks a batch's records are read by, at least (the Kafka source's
+    ``minPartitions``): None = 4 x the session's default parallelism, 0 = one task per
+    Kafka partition. Splitting lets every core parse a topic whose records sit in one
+    partition (IBM's queue topic; measured, 200k IBM changes in local[2]: 7.7k rows/s
+    unsplit, 8.0k at 4 tasks, 9.3k at 8; canal over two partitions: unchanged)."""
     kafka_timeout: float = 30.0
     """How long the start waits for a broker to answer before failing with one line."""
     max_quarantine_ratio: float = 0.5
@@ -255,6 +261,11 @@ class NormalizeJob:
             max_offsets_per_trigger=self.max_offsets_per_trigger,
             options=self.source_options,
             pattern=self.topic_pattern,
+            min_partitions=(
+                4 * spark.sparkContext.defaultParallelism
+                if self.min_partitions is None
+                else self.min_partitions
+            ),
         )
         writer = (
             stream.writeStream.foreachBatch(run_batch)

@@ -103,3 +103,26 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
     last = len(k.read_all(kafka_bootstrap, [topic])) - 1  # 200 changes and qlik's MD messages
     assert batch.endswith(f"rows/s; offsets {topic}[0] 0-{last}"), batch  # one partition
     assert lines[-1].startswith("walcast spark normalize: done: 1 batches, 200 changes written")
+
+
+@pytest.mark.parametrize(("given", "expected"), [([], None), (["--min-partitions", "0"], 0)])
+def test_min_partitions_reaches_the_job(given: list[str], expected: int | None) -> None:
+    import argparse  # noqa: PLC0415
+
+    from pipeline.cli import add_normalize_arguments, normalize_job  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser()
+    add_normalize_arguments(parser)
+    args = parser.parse_args(
+        ["--bootstrap-servers", "b:9092", "--topic", "t", "--format", "ibm",
+         "--output", "o", "--checkpoint", "c", *given]
+    )  # fmt: skip
+    assert normalize_job(args).min_partitions == expected
+
+
+def test_a_negative_min_partitions_is_one_line(tmp_path: Path) -> None:
+    done = normalize(tmp_path, "--bootstrap-servers", "b:9092", "--topic", "t",
+                     "--format", "ibm", "--min-partitions", "-1")  # fmt: skip
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()  # argparse's usage error, one line
+    assert line.startswith("walcast spark normalize: error: argument --min-partitions: '-1'")
