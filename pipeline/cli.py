@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from capture.errors import ConfigError
@@ -237,8 +238,24 @@ def run_normalize(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_local_input(path: str) -> None:
+    """ConfigError when ``--input`` is a local directory that does not exist (no JVM needed).
+
+    Other file systems (``s3a://``, ``hdfs://``) are left to Spark, whose error is one line.
+    """
+    local = path.removeprefix("file://") if path.startswith("file://") else path
+    if "://" in local:
+        return
+    if not Path(local).is_dir():
+        raise ConfigError(
+            f"--input {path}: no such directory",
+            hint="give the --output of walcast spark normalize (run it first)",
+        )
+
+
 def run_materialize(args: argparse.Namespace) -> int:
     """Run the materialize job from parsed arguments."""
+    check_local_input(args.input)
     job = materialize_job(args)
     quiet_python_loggers()
     spark = session_from_args(args, "walcast-materialize", use_delta=args.delta)

@@ -27,3 +27,11 @@ class WrongFormatError(WalcastError):
 
 class SparkJobError(WalcastError):
     """The streaming query failed inside Spark; the message is Spark's first line (exit 1)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's text (Spark's are pages long)."""
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return type(exc).__name__

@@ -45,6 +45,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from pipeline.errors import SparkJobError, first_line
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
 from pipeline.layouts import latest_layouts, read_layouts
 from pipeline.model import NORMALIZED
@@ -175,5 +176,11 @@ class MaterializeJob:
         return writer.start()
 
     def run(self, spark: SparkSession) -> None:
-        """Start and wait until the query ends."""
-        self.start(spark).awaitTermination()
+        """Start and wait until the query ends; a failure is one SparkJobError line."""
+        try:
+            self.start(spark).awaitTermination()
+        except Exception as exc:  # noqa: BLE001 - Spark's errors carry pages of Java stack
+            raise SparkJobError(
+                f"the materialize query failed: {first_line(exc)}",
+                hint="see the Spark log (WALCAST_SPARK_LOG_LEVEL=INFO) for details",
+            ) from None

@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from pipeline import kafka, preflight, quarantine, sequencing
-from pipeline.errors import SparkJobError, WrongFormatError
+from pipeline.errors import SparkJobError, WrongFormatError, first_line
 from pipeline.formats import parser_for
 from pipeline.formats.base import ERR_MALFORMED, Parser
 from pipeline.layouts import read_layouts
@@ -319,7 +319,7 @@ class NormalizeJob:
             if self.failure is not None:
                 raise self.failure from None
             raise SparkJobError(
-                f"the normalize query failed: {_first_line(failure)}",
+                f"the normalize query failed: {first_line(failure)}",
                 hint="see the Spark log (WALCAST_SPARK_LOG_LEVEL=INFO) for details",
             ) from None
         totals = self.totals
@@ -356,10 +356,3 @@ def _reasons_text(reasons: Mapping[str, int]) -> str:
     if not any(reasons.values()):
         return "none"
     return ", ".join(f"{n:,} {reason}" for reason, n in sorted(reasons.items()) if n)
-
-
-def _first_line(exc: BaseException) -> str:
-    for line in str(exc).splitlines():
-        if line.strip():
-            return line.strip()[:500]
-    return type(exc).__name__

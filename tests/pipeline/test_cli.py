@@ -126,3 +126,13 @@ def test_a_negative_min_partitions_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()  # argparse's usage error, one line
     assert line.startswith("walcast spark normalize: error: argument --min-partitions: '-1'")
+
+
+def test_materialize_of_a_missing_input_is_one_line(tmp_path: Path) -> None:
+    done = sc.walcast(
+        "spark", "materialize", "--input", str(tmp_path / "never-normalized"),
+        "--output", str(tmp_path / "state"), "--checkpoint", str(tmp_path / "cp"),
+        "--available-now",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert_one_line_error(done, "--input", "never-normalized", "walcast spark normalize")
