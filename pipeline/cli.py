@@ -243,7 +243,7 @@ def check_local_input(path: str) -> None:
 
     Other file systems (``s3a://``, ``hdfs://``) are left to Spark, whose error is one line.
     """
-    local = path.removeprefix("file://") if path.startswith("file://") else path
+    local = path.removeprefix("file://")
     if "://" in local:
         return
     if not Path(local).is_dir():
