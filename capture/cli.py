@@ -18,18 +18,10 @@ from typing import NoReturn
 from capture import __version__
 from capture import logging as walcast_logging
 from capture.errors import ConfigError, WalcastError
-from capture.flags import format_settings, key_values
+from capture.flags import format_settings, int_at_least, key_values
 from capture.lsn import parse_lsn
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+_positive_int = int_at_least(1)
 
 
 def _add_source_arguments(parser: argparse.ArgumentParser) -> None:

@@ -109,20 +109,30 @@ def check_row(
         _check_key_image(table, key_only, message_type, wal_start)
 
 
+def _column_error(
+    reason: str, table: Table, i: int, message_type: str, wal_start: int
+) -> DecodeError:
+    """The DecodeError for column ``i`` of ``table``, in a message at ``wal_start``."""
+    return DecodeError(
+        reason,
+        message_type=message_type,
+        offset=None,
+        lsn=wal_start,
+        relation=table.qualified_name,
+        column=table.columns[i].name,
+    )
+
+
 def _check_key_image(table: Table, data: TupleData, message_type: str, wal_start: int) -> None:
     kinds = data.kinds
     keys = table.key_indexes
     for i in range(len(kinds)):
         if kinds[i] != _NULL and i not in keys:
-            raise DecodeError(
+            raise _column_error(
                 "the old key image carries a value in a column that is not part of the "
                 "replica identity",
-                message_type=message_type,
-                offset=None,
-                lsn=wal_start,
-                relation=table.qualified_name,
-                column=table.columns[i].name,
-            )
+                table, i, message_type, wal_start,
+            )  # fmt: skip
 
 
 def _check_binary_sizes(table: Table, data: TupleData, message_type: str, wal_start: int) -> None:
@@ -132,15 +142,9 @@ def _check_binary_sizes(table: Table, data: TupleData, message_type: str, wal_st
         if kinds[i] == _BINARY:
             size = FIXED_BINARY_SIZES.get(decoders[i])
             if size is not None and len(raw) != size:  # type: ignore[arg-type]
-                raise DecodeError(
-                    f"the binary {table.columns[i].type_name} value has "
-                    f"{len(raw)} bytes, its send format {size}",  # type: ignore[arg-type]
-                    message_type=message_type,
-                    offset=None,
-                    lsn=wal_start,
-                    relation=table.qualified_name,
-                    column=table.columns[i].name,
-                )
+                name = table.columns[i].type_name
+                reason = f"the binary {name} value has {len(raw)} bytes, its send format {size}"  # type: ignore[arg-type]
+                raise _column_error(reason, table, i, message_type, wal_start)
 
 
 def _check_text(table: Table, data: TupleData, message_type: str, wal_start: int) -> None:
@@ -157,14 +161,10 @@ def _check_text(table: Table, data: TupleData, message_type: str, wal_start: int
             try:
                 raw.decode()  # type: ignore[union-attr]  # a 't' value is bytes
             except UnicodeDecodeError as exc:
-                raise DecodeError(
-                    f"the text value is not valid UTF-8 (byte {exc.start} of {len(exc.object)})",
-                    message_type=message_type,
-                    offset=None,
-                    lsn=wal_start,
-                    relation=table.qualified_name,
-                    column=table.columns[i].name,
-                ) from None
+                reason = (
+                    f"the text value is not valid UTF-8 (byte {exc.start} of {len(exc.object)})"
+                )
+                raise _column_error(reason, table, i, message_type, wal_start) from None
 
 
 def explain(event: ChangeEvent, exc: BaseException) -> DecodeError | None:
@@ -178,28 +178,31 @@ def explain(event: ChangeEvent, exc: BaseException) -> DecodeError | None:
         if image is None:
             continue
         table = image.table
+        column = None
         if len(image.tuple.values) != len(table.columns):
-            return DecodeError(
+            reason = (
                 f"change {event.ordinal} of transaction {event.xid}: the {label} has "
-                f"{len(image.tuple.values)} columns, the table {len(table.columns)}",
-                message_type=_MESSAGE_TYPES.get(event.op, "?"),
-                offset=None,
-                lsn=event.commit_lsn,
-                relation=table.qualified_name,
+                f"{len(image.tuple.values)} columns, the table {len(table.columns)}"
             )
-        found = _first_bad_value(image)
-        if found is not None:
+        else:
+            found = _first_bad_value(image)
+            if found is None:
+                continue
             index, problem = found
-            return DecodeError(
+            column = table.columns[index].name
+            reason = (
                 f"change {event.ordinal} of transaction {event.xid} ({event.op.value}, "
                 f"{label}): {problem}, so the output format failed "
-                f"({type(exc).__name__}: {_short(str(exc))})",
-                message_type=_MESSAGE_TYPES.get(event.op, "?"),
-                offset=None,
-                lsn=event.commit_lsn,
-                relation=table.qualified_name,
-                column=table.columns[index].name,
+                f"({type(exc).__name__}: {_short(str(exc))})"
             )
+        return DecodeError(
+            reason,
+            message_type=_MESSAGE_TYPES.get(event.op, "?"),
+            offset=None,
+            lsn=event.commit_lsn,
+            relation=table.qualified_name,
+            column=column,
+        )
     return None
 
 

@@ -37,6 +37,7 @@ from typing import Any, Final
 import orjson
 
 from capture.errors import ConfigError, ConnectionLostError
+from capture.flags import add_command
 from capture.schema_files import schema_path
 
 DTS_SCHEMA_FILE: Final = "dts-avro-Record.avsc"
@@ -45,11 +46,8 @@ DTS_RECORD: Final = "com.alibaba.dts.formats.avro.Record"
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``consume`` to the CLI."""
-    parser = subparsers.add_parser(
-        "consume",
-        help="print messages of Kafka topics (debugging aid)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "consume", "print messages of Kafka topics (debugging aid)", __doc__
     )
     parser.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
     parser.add_argument(

@@ -1,4 +1,7 @@
-"""Command-line values shared by several commands: ``KEY=VALUE`` lists and format settings.
+"""Command-line pieces shared by several commands: subcommands, integers, format settings.
+
+``add_command`` and ``int_at_least`` give every subcommand the same help layout and the same
+one-line errors for integer flags.
 
 ``--format-option KEY=VALUE`` keys name their format: ``ibm.column_delimiter=;`` (the prefix
 is the format name, or the name with ``-`` as ``_``: ``dts_avro.…``). A key that names no
@@ -8,10 +11,45 @@ never ignored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+from collections.abc import Callable, Sequence
 
 from capture.errors import ConfigError
 from capture.formats import FORMAT_NAMES, parse_settings
+
+
+def add_command(
+    subparsers: argparse._SubParsersAction,  # type: ignore[type-arg]
+    name: str,
+    help_text: str,
+    doc: str | None,
+) -> argparse.ArgumentParser:
+    """Add subcommand ``name``, whose ``--help`` prints ``doc`` (its module docstring) as is."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help_text, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    return parser
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer of at least ``minimum``, else argparse's one line.
+
+    The message says "must be positive" for a minimum of 1, "must not be negative" for 0.
+    """
+    bound = {1: "must be positive", 0: "must not be negative"}.get(
+        minimum, f"must be at least {minimum}"
+    )
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} {bound}")
+        return value
+
+    return parse
 
 
 def key_values(pairs: Sequence[str], flag: str) -> dict[str, str]:

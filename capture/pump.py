@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar, runtime_checkable
 
 from capture.consistency import explain
 from capture.errors import WalcastError
@@ -75,6 +75,36 @@ class Source(Protocol):
 
     def close(self) -> None:
         """Send the last acknowledgement and disconnect."""
+
+
+InnerT = TypeVar("InnerT", bound=Source)
+
+
+class SourceWrapper(Generic[InnerT]):
+    """A source that changes what ``inner`` yields; positions and the connection stay its.
+
+    Acknowledgements, holds, keep-alives and ``close`` go to ``inner`` unchanged, so the
+    wrapped source remains the only one that talks to the server about positions.
+    """
+
+    def __init__(self, inner: InnerT) -> None:
+        self.inner = inner
+
+    def acknowledge(self, lsn: int) -> None:
+        """Forward to the wrapped source."""
+        self.inner.acknowledge(lsn)
+
+    def hold(self, lsn: int) -> int:
+        """Forward to the wrapped source."""
+        return self.inner.hold(lsn)
+
+    def keep_alive(self) -> None:
+        """Forward to the wrapped source."""
+        self.inner.keep_alive()
+
+    def close(self) -> None:
+        """Forward to the wrapped source."""
+        self.inner.close()
 
 
 @runtime_checkable

@@ -38,6 +38,7 @@ import structlog
 from capture.events import LogicalMessageEvent, TransactionBegin, TransactionCommit
 from capture.lsn import format_lsn
 from capture.position import Checkpoint
+from capture.pump import SourceWrapper
 
 if TYPE_CHECKING:
     from capture.events import StreamItem
@@ -46,11 +47,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger("walcast.skip")
 
 
-class SkipCommitted:
+class SkipCommitted(SourceWrapper["Source"]):
     """A source that drops the units up to ``last_commit_lsn`` (see the module docstring)."""
 
     def __init__(self, inner: Source, last_commit_lsn: int | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.last_commit_lsn = last_commit_lsn
         self.skipped_transactions = 0
         self.skipped_changes = 0
@@ -115,23 +116,7 @@ class SkipCommitted:
             else "the slot resumed right after what Kafka has",
         )
 
-    def acknowledge(self, lsn: int) -> None:
-        """Forward to the wrapped source."""
-        self.inner.acknowledge(lsn)
-
-    def hold(self, lsn: int) -> int:
-        """Forward to the wrapped source."""
-        return self.inner.hold(lsn)
-
-    def keep_alive(self) -> None:
-        """Forward to the wrapped source."""
-        self.inner.keep_alive()
-
     @property
     def finished(self) -> bool:
         """The wrapped source's."""
         return self.inner.finished
-
-    def close(self) -> None:
-        """Forward to the wrapped source."""
-        self.inner.close()

@@ -17,7 +17,8 @@ import argparse
 import sys
 
 from capture.errors import ConfigError, SetupError, lsn_text
-from capture.status import add_dsn_argument, dsn_from, human_bytes
+from capture.flags import add_command
+from capture.status import add_dsn_argument, dsn_from, human_bytes, named_slot
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,11 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "slot", help="manage replication slots (drop)", description=__doc__
     )
     actions = slot.add_subparsers(dest="slot_command", required=True, metavar="ACTION")
-    drop = actions.add_parser(
-        "drop",
-        help="drop a replication slot (needs --yes; refuses an active slot)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    drop = add_command(
+        actions, "drop", "drop a replication slot (needs --yes; refuses an active slot)", __doc__
     )
     add_dsn_argument(drop)
     drop.add_argument("--slot", required=True, help="the slot to drop")
@@ -43,20 +41,12 @@ def command_drop(args: argparse.Namespace) -> int:
     import psycopg  # noqa: PLC0415
     from psycopg import errors as pg_errors  # noqa: PLC0415
 
-    from capture.replication import catalog  # noqa: PLC0415
     from capture.replication.setup import connect  # noqa: PLC0415
 
     dsn = dsn_from(args)
     name = str(args.slot)
     with connect(dsn) as conn:
-        found = catalog.slot_status(conn, name)
-        if not found:
-            known = catalog.slot_names(conn)
-            raise ConfigError(
-                f"--slot {name}: no such replication slot",
-                hint=f"slots on this server: {', '.join(known)}" if known else "there are none",
-            )
-        slot = found[0]
+        slot = named_slot(conn, name)
         if slot.active_pid is not None:
             raise SetupError(
                 f"slot {name} is active (pid {slot.active_pid} streams from it); stop its "

@@ -28,9 +28,10 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from capture.errors import ConfigError, SetupError, lsn_text
+from capture.flags import add_command
 
 if TYPE_CHECKING:  # psycopg loads only when a command runs (keeps `walcast --help` fast)
     import psycopg
@@ -38,14 +39,13 @@ if TYPE_CHECKING:  # psycopg loads only when a command runs (keeps `walcast --he
     from capture.replication.catalog import PublishedTable, SlotStatus
 
 
+HELP: Final = "show replication slots (lag, retained WAL, risk) and published tables"
+"""The line ``walcast --help`` shows for this command."""
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``walcast status`` to the CLI (``args.func`` runs it)."""
-    parser = subparsers.add_parser(
-        "status",
-        help="show replication slots (lag, retained WAL, risk) and published tables",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "status", HELP, __doc__)
     add_dsn_argument(parser)
     parser.add_argument(
         "--slot",
@@ -108,6 +108,20 @@ def command(args: argparse.Namespace) -> int:
 # -- gathering -----------------------------------------------------------------------------
 
 
+def named_slot(conn: psycopg.Connection[Any], name: str) -> SlotStatus:
+    """The status of slot ``name``; a ConfigError listing the server's slots if there is none."""
+    from capture.replication import catalog  # noqa: PLC0415
+
+    found = catalog.slot_status(conn, name)
+    if not found:
+        known = catalog.slot_names(conn)
+        raise ConfigError(
+            f"--slot {name}: no such replication slot",
+            hint=f"slots on this server: {', '.join(known)}" if known else "there are none",
+        )
+    return found[0]
+
+
 def gather(
     conn: psycopg.Connection[Any], slot_names: Sequence[str], publication_names: Sequence[str]
 ) -> dict[str, Any]:
@@ -120,14 +134,7 @@ def gather(
 
     slots = [] if slot_names else catalog.slot_status(conn)
     for name in dict.fromkeys(slot_names):
-        found = catalog.slot_status(conn, name)
-        if not found:
-            known = catalog.slot_names(conn)
-            raise ConfigError(
-                f"--slot {name}: no such replication slot",
-                hint=f"slots on this server: {', '.join(known)}" if known else "there are none",
-            )
-        slots += found
+        slots.append(named_slot(conn, name))
     pubs = catalog.publications(conn, publication_names)
     missing = sorted(set(publication_names) - {p.name for p in pubs})
     if missing:

@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Final
 
 from capture.errors import ConfigError, WalcastError
 from capture.events import ChangeEvent, StreamItem
-from capture.flags import format_settings
+from capture.flags import add_command, format_settings, int_at_least
 from capture.formats import FORMAT_NAMES, EncodedMessage, Encoder, format_class
 from capture.position import PositionLedger
 from capture.pump import Output, Pump
@@ -71,40 +71,21 @@ def produce(
     return changes, messages
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
+HELP: Final = "write a deterministic synthetic change stream in any format"
+"""The line ``walcast --help`` shows for this command."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``produce-test-stream`` to the CLI (``args.func`` runs it)."""
-    parser = subparsers.add_parser(
-        "produce-test-stream",
-        help="write a deterministic synthetic change stream in any format",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "produce-test-stream", HELP, __doc__)
     parser.add_argument("--format", required=True, choices=FORMAT_NAMES, help="output format")
     parser.add_argument(
-        "--count", type=_non_negative, default=1000, help="row changes to produce (default 1000)"
+        "--count", type=int_at_least(0), default=1000, help="row changes to produce (default 1000)"
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--tables", type=_positive, default=4, help="number of tables (default 4)")
+    parser.add_argument(
+        "--tables", type=int_at_least(1), default=4, help="number of tables (default 4)"
+    )
     parser.add_argument(
         "--output", default="-", metavar="FILE|-", help="output file (default - = stdout)"
     )

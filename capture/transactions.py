@@ -299,11 +299,14 @@ class TransactionAssembler:
                     opened.commit_lsn, opened.commit_ts, opened.ordinal,
                 )
             ]  # fmt: skip
-        if isinstance(message, Update):
+        if isinstance(message, Update | Delete):
+            # An UPDATE has a new tuple, a DELETE none; both may carry the old one.
+            after_tuple = message.new if isinstance(message, Update) else None
             table = self.relations.table(message.relation_id, lsn=wal_start)
             self._check_images(
-                table, "U", raw, wal_start, message.old_is_key, message.old, message.new
-            )
+                table, "D" if after_tuple is None else "U", raw, wal_start, message.old_is_key,
+                message.old, after_tuple,
+            )  # fmt: skip
             before = (
                 Image(table, message.old, key_only=message.old_is_key)
                 if message.old is not None
@@ -312,22 +315,8 @@ class TransactionAssembler:
             opened.ordinal += 1
             return [
                 ChangeEvent(
-                    Op.UPDATE, table, before, Image(table, message.new), opened.xid,
-                    opened.commit_lsn, opened.commit_ts, opened.ordinal,
-                )
-            ]  # fmt: skip
-        if isinstance(message, Delete):
-            table = self.relations.table(message.relation_id, lsn=wal_start)
-            self._check_images(table, "D", raw, wal_start, message.old_is_key, message.old, None)
-            before = (
-                Image(table, message.old, key_only=message.old_is_key)
-                if message.old is not None
-                else None
-            )
-            opened.ordinal += 1
-            return [
-                ChangeEvent(
-                    Op.DELETE, table, before, None, opened.xid,
+                    Op.DELETE if after_tuple is None else Op.UPDATE, table, before,
+                    None if after_tuple is None else Image(table, after_tuple), opened.xid,
                     opened.commit_lsn, opened.commit_ts, opened.ordinal,
                 )
             ]  # fmt: skip

@@ -13,6 +13,7 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from capture.events import ChangeEvent, Column, Image, Op, Table
+from capture.formats.base import EncodedMessage
 from capture.pgoutput.messages import (
     TRUNCATE_CASCADE,
     TRUNCATE_RESTART_IDENTITY,
@@ -230,6 +231,15 @@ def keyed_image(event: ChangeEvent) -> Image | None:
     if op is Op.DELETE:
         return event.before
     return None if op is Op.TRUNCATE else event.after
+
+
+def json_change(
+    event: ChangeEvent, doc: dict[str, Any] | None, keys: RowKeys
+) -> list[EncodedMessage]:
+    """The message of a change whose value is ``doc`` as JSON, keyed by its row; none for None."""
+    if doc is None:
+        return []
+    return [EncodedMessage.for_change(event, orjson.dumps(doc), keys.key(keyed_image(event)))]
 
 
 def row_key(table: Table, image: Image | None) -> bytes:

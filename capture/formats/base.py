@@ -129,9 +129,36 @@ class Encoder(ABC):
     settings: FormatSettings
     """The parsed settings (subclasses narrow the type to their ``Settings``)."""
 
+    def __init_subclass__(
+        cls,
+        *,
+        name: str | None = None,
+        settings: type[FormatSettings] | None = None,
+        binary_output: bool | None = None,
+        needs_transaction_size: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Take a format's registry facts from its class statement.
+
+        ``class QlikEncoder(Encoder, name="qlik", settings=Settings,
+        needs_transaction_size=True)`` sets the class variables above; a fact not given is
+        inherited.
+        """
+        super().__init_subclass__(**kwargs)
+        if name is not None:
+            cls.name = name
+        if settings is not None:
+            cls.settings_class = settings
+        if binary_output is not None:
+            cls.binary_output = binary_output
+        if needs_transaction_size is not None:
+            cls.needs_transaction_size = needs_transaction_size
+
     def __init__(self, options: FormatOptions | None = None) -> None:
         self.options = options if options is not None else FormatOptions()
         self.settings = resolve_settings(self.settings_class, self.name, self.options.settings)
+        self._clock = self.options.clock
+        """The wall clock of the fields that say when a message was built."""
 
     def encode(self, item: StreamItem) -> list[EncodedMessage]:
         """Dispatch one stream item to the matching method."""

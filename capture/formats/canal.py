@@ -100,8 +100,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
-import orjson
-
 from capture.events import PG_EPOCH_US, ChangeEvent, Column, Image, Op, Table
 from capture.formats._common import (
     Family,
@@ -111,7 +109,7 @@ from capture.formats._common import (
     clock_ms,
     family,
     is_lob,
-    keyed_image,
+    json_change,
     text_row,
     truncate_sql,
 )
@@ -262,16 +260,13 @@ class _Plan:
     """(column index, rewrite) of the columns whose text is rewritten (see Settings)."""
 
 
-class CanalEncoder(Encoder):
+class CanalEncoder(Encoder, name="canal", settings=Settings):
     """canal FlatMessage JSON, one row per message."""
 
-    name: ClassVar[str] = "canal"
-    settings_class: ClassVar[type[FormatSettings]] = Settings
     settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self._clock = self.options.clock
         self._plans = PerTable(self._plan)
         self._lsn = -1
         self._gtid = ""
@@ -461,8 +456,4 @@ class CanalEncoder(Encoder):
 
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """One message per row change (none for a TRUNCATE with ``canal.truncate=skip``)."""
-        doc = self.document(event)
-        if doc is None:
-            return []
-        key = self._plans[event.table].keys.key(keyed_image(event))
-        return [EncodedMessage.for_change(event, orjson.dumps(doc), key)]
+        return json_change(event, self.document(event), self._plans[event.table].keys)

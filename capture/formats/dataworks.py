@@ -200,16 +200,13 @@ class _Plan:
     schema_json: bytes
 
 
-class DataWorksEncoder(Encoder):
+class DataWorksEncoder(Encoder, name="dataworks", settings=Settings):
     """DataWorks JSON records; updates split into UPDATE_BEFOR/UPDATE_AFTER."""
 
-    name: ClassVar[str] = "dataworks"
-    settings_class: ClassVar[type[FormatSettings]] = Settings
     settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self._clock = self.options.clock
         self._plans = PerTable(self._plan)
         self._ts = -1
         self._event_ms = 0
@@ -378,21 +375,22 @@ class DataWorksEncoder(Encoder):
 
     def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:
         """Write a ``TRANSACTION_BEGIN`` record when ``dataworks.transaction_records`` is on."""
-        if not self.settings.transaction_records:
-            return []
-        seq = f"{begin.commit_lsn:020d}{0:010d}"
-        event_ms = self._event_time(begin.commit_ts)
-        value = self._record(_NULL_SCHEMA, "TRANSACTION_BEGIN", seq, event_ms)
-        return [EncodedMessage(value, None, "begin", commit_lsn=begin.commit_lsn, xid=begin.xid)]
+        return self._transaction_record("TRANSACTION_BEGIN", begin, 0)
 
     def commit(self, commit: TransactionCommit) -> list[EncodedMessage]:
         """Write a ``TRANSACTION_END`` record when ``dataworks.transaction_records`` is on."""
+        return self._transaction_record("TRANSACTION_END", commit, commit.change_count + 1)
+
+    def _transaction_record(
+        self, operation: str, edge: TransactionBegin | TransactionCommit, ordinal: int
+    ) -> list[EncodedMessage]:
+        """A transaction record; its ``sequenceId`` sorts it at ``ordinal`` in its transaction."""
         if not self.settings.transaction_records:
             return []
-        seq = f"{commit.commit_lsn:020d}{commit.change_count + 1:010d}"
-        event_ms = self._event_time(commit.commit_ts)
-        value = self._record(_NULL_SCHEMA, "TRANSACTION_END", seq, event_ms)
-        return [EncodedMessage(value, None, "commit", commit_lsn=commit.commit_lsn, xid=commit.xid)]
+        seq = f"{edge.commit_lsn:020d}{ordinal:010d}"
+        value = self._record(_NULL_SCHEMA, operation, seq, self._event_time(edge.commit_ts))
+        kind = "begin" if isinstance(edge, TransactionBegin) else "commit"
+        return [EncodedMessage(value, None, kind, commit_lsn=edge.commit_lsn, xid=edge.xid)]
 
     def heartbeat(self, lsn: int, now_us: int) -> list[EncodedMessage]:
         """Write DataWorks' ``MHEARTBEAT`` record (``eventTime`` = ``checkpointTime`` = now)."""

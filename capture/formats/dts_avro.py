@@ -271,12 +271,9 @@ class _Txn:
     """Cached :meth:`DtsAvroEncoder._chunk` results."""
 
 
-class DtsAvroEncoder(Encoder):
+class DtsAvroEncoder(Encoder, name="dts-avro", binary_output=True, settings=Settings):
     """DTS Avro ``Record`` datums, one message per row change."""
 
-    name: ClassVar[str] = "dts-avro"
-    binary_output: ClassVar[bool] = True
-    settings_class: ClassVar[type[FormatSettings]] = Settings
     settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
@@ -416,48 +413,39 @@ class DtsAvroEncoder(Encoder):
         record_id = self._next_id
         self._next_id = record_id + 1
         if op is Op.TRUNCATE:
-            return b"".join(
-                (
-                    self._version,
-                    varint(record_id),
-                    txn.head,
-                    SMALL[len(position)],
-                    position,
-                    self._chunk(txn, state, op, 0),
-                    SMALL[len(ordinal)],
-                    ordinal,
-                    state.tags,
-                    b"\x00",
-                    _OPT_NULL,
-                    _OPT_NULL,
-                    _OPT_STRING + avro_string(truncate_sql(table, event.truncate_options)),
-                    txn.born,
-                )
-            )
-        missing: list[int] = []
-        before = event.before
-        after = event.after
-        before_items = self._image(state, before, None, missing) if before is not None else None
-        after_items: list[bytes] | None = None
-        if after is not None:
-            fallback = before_items if before is not None and not before.key_only else None
-            after_items = self._image(state, after, fallback, missing)
-            if op is Op.UPDATE and before_items is None:
-                before_items = [
-                    item if key else NONE
-                    for item, key in zip(after_items, state.key_mask, strict=True)
-                ]
-        if op is Op.INSERT or op is Op.SNAPSHOT:
-            before_items = None
-        elif op is Op.DELETE:
-            after_items = None
-        toast = b""
-        if missing:
-            names = table.column_names
-            toast = _TOAST_TAG + avro_bytes(orjson.dumps([names[i] for i in missing]))
-            chunk = self._chunk(txn, state, op, 1)
+            toast = b""
+            chunk = self._chunk(txn, state, op, 0)
+            fields = _OPT_NULL
+            before_data = _OPT_NULL
+            after_data = _OPT_STRING + avro_string(truncate_sql(table, event.truncate_options))
         else:
-            chunk = txn.chunks.get((state, op, 0)) or self._chunk(txn, state, op, 0)
+            missing: list[int] = []
+            before = event.before
+            after = event.after
+            before_items = self._image(state, before, None, missing) if before is not None else None
+            after_items: list[bytes] | None = None
+            if after is not None:
+                fallback = before_items if before is not None and not before.key_only else None
+                after_items = self._image(state, after, fallback, missing)
+                if op is Op.UPDATE and before_items is None:
+                    before_items = [
+                        item if key else NONE
+                        for item, key in zip(after_items, state.key_mask, strict=True)
+                    ]
+            if op is Op.INSERT or op is Op.SNAPSHOT:
+                before_items = None
+            elif op is Op.DELETE:
+                after_items = None
+            toast = b""
+            if missing:
+                names = table.column_names
+                toast = _TOAST_TAG + avro_bytes(orjson.dumps([names[i] for i in missing]))
+                chunk = self._chunk(txn, state, op, 1)
+            else:
+                chunk = txn.chunks.get((state, op, 0)) or self._chunk(txn, state, op, 0)
+            fields = state.fields
+            before_data = _OPT_NULL if before_items is None else _array(before_items)
+            after_data = _OPT_NULL if after_items is None else _array(after_items)
         return b"".join(
             (
                 self._version,
@@ -471,9 +459,9 @@ class DtsAvroEncoder(Encoder):
                 state.tags,
                 toast,
                 b"\x00",
-                state.fields,
-                _OPT_NULL if before_items is None else _array(before_items),
-                _OPT_NULL if after_items is None else _array(after_items),
+                fields,
+                before_data,
+                after_data,
                 txn.born,
             )
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import binascii
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 from capture.events import Column
 from capture.formats._common import Family, family
@@ -129,22 +129,16 @@ def _clock(value: object) -> tuple[int, int, int, int]:
 # --------------------------------------------------------------------------- dates, times
 
 
-def _date(special: Converter) -> Converter:
+def _civil(
+    parse: Callable[[bytes], object], fields: Callable[[Any], tuple[int, ...]], special: Converter
+) -> Converter:
+    """A DateTime converter: ``parse`` the text, ``fields`` of the value; ±infinity is special."""
+
     def convert(raw: bytes) -> bytes:
-        value = date_from_text(raw)
+        value = parse(raw)
         if isinstance(value, Infinity):
             return special(raw)
-        return _DATETIME + datetime_bytes(*date_fields(value))
-
-    return _memo(convert)
-
-
-def _timestamp(special: Converter) -> Converter:
-    def convert(raw: bytes) -> bytes:
-        value = timestamp_from_text(raw)
-        if isinstance(value, Infinity):
-            return special(raw)
-        return _DATETIME + datetime_bytes(*civil_fields(value))
+        return _DATETIME + datetime_bytes(*fields(value))
 
     return _memo(convert)
 
@@ -338,13 +332,15 @@ def converter(column: Column) -> Converter:
         return _bytea("BYTEA")
     special = text_object(object_type(column))
     if fam is Family.DATE:
-        return _shared("date", name, lambda: _date(special))
+        return _shared("date", name, lambda: _civil(date_from_text, date_fields, special))
     if fam is Family.TIME:
         return _shared("time", name, _time)
     if fam is Family.TIMETZ:
         return _shared("timetz", name, _timetz)
     if fam is Family.TIMESTAMP:
-        return _shared("timestamp", name, lambda: _timestamp(special))
+        return _shared(
+            "timestamp", name, lambda: _civil(timestamp_from_text, civil_fields, special)
+        )
     if fam is Family.TIMESTAMPTZ:
         return _shared("timestamptz", name, lambda: _timestamptz(special))
     return special

@@ -351,11 +351,9 @@ class _TableState:
         self.table_part = quote(table.schema) + cd + quote(table.name) + cd
 
 
-class IbmDelimitedEncoder(Encoder):
+class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
     """Delimited Event Publishing messages, one per transaction (or segment)."""
 
-    name: ClassVar[str] = "ibm"
-    settings_class: ClassVar[type[FormatSettings]] = Settings
     settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:

@@ -297,12 +297,9 @@ class _Plan:
     """Whether the table's MD was announced (or found announced) for this plan."""
 
 
-class QlikEncoder(Encoder):
+class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Settings):
     """Qlik Replicate JSON: an MD per table structure, a DT per row change."""
 
-    name: ClassVar[str] = "qlik"
-    needs_transaction_size: ClassVar[bool] = True
-    settings_class: ClassVar[type[FormatSettings]] = Settings
     settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:

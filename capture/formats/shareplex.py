@@ -55,8 +55,6 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
-import orjson
-
 from capture.errors import WalcastError
 from capture.events import (
     PG_EPOCH_US,
@@ -71,7 +69,7 @@ from capture.formats._common import (
     PerTable,
     RowKeys,
     clock_us,
-    keyed_image,
+    json_change,
     present_text_row,
     text_row,
 )
@@ -119,17 +117,13 @@ class _Plan:
     keys: RowKeys
 
 
-class ShareplexEncoder(Encoder):
+class ShareplexEncoder(Encoder, name="shareplex", needs_transaction_size=True, settings=Settings):
     """Shareplex JSON; needs each transaction's size before its first change."""
 
-    name: ClassVar[str] = "shareplex"
-    needs_transaction_size: ClassVar[bool] = True
-    settings_class: ClassVar[type[FormatSettings]] = Settings
     settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         super().__init__(options)
-        self._clock = self.options.clock
         self._plans = PerTable(self._plan)
         self._size: int | None = None
         self._size_xid: int | None = None
@@ -229,11 +223,7 @@ class ShareplexEncoder(Encoder):
 
     def change(self, event: ChangeEvent) -> list[EncodedMessage]:
         """One message per row change."""
-        doc = self.document(event)
-        if doc is None:
-            return []
-        key = self._plans[event.table].keys.key(keyed_image(event))
-        return [EncodedMessage.for_change(event, orjson.dumps(doc), key)]
+        return json_change(event, self.document(event), self._plans[event.table].keys)
 
 
 def _update(

@@ -73,7 +73,7 @@ class Settings(FormatSettings):
     format_name: ClassVar[str] = "json"
 
 
-class TailJsonEncoder(Encoder):
+class TailJsonEncoder(Encoder, name="json", settings=Settings):
     """One JSON object per row change.
 
     The keys before ``before`` are the same for every change of one operation on one
@@ -81,8 +81,6 @@ class TailJsonEncoder(Encoder):
     then serializes only the images).
     """
 
-    name: ClassVar[str] = "json"
-    settings_class: ClassVar[type[FormatSettings]] = Settings
     settings: Settings
 
     def __init__(self, options: FormatOptions | None = None) -> None:

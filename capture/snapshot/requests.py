@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 import sys
 import uuid
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import psycopg
 
 from capture import dsn as dsn_util
 from capture.errors import ConfigError, SetupError
+from capture.flags import add_command
 from capture.replication import catalog
 from capture.replication.setup import connect
 from capture.snapshot.progress import ProgressStore, TableProgress
@@ -69,14 +70,13 @@ def slot_exists(conn: psycopg.Connection[Any], slot: str) -> bool:
 # --------------------------------------------------------------------------- the command
 
 
+HELP: Final = "ask running daemons to load tables again, without stopping the stream"
+"""The line ``walcast --help`` shows for this command."""
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``walcast snapshot`` to the CLI (``args.func`` runs it)."""
-    parser = subparsers.add_parser(
-        "snapshot",
-        help="ask running daemons to load tables again, without stopping the stream",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "snapshot", HELP, __doc__)
     parser.add_argument("--dsn", help="libpq connection string of the source database")
     parser.add_argument(
         "--table",

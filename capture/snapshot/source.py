@@ -86,6 +86,7 @@ from capture.pgoutput.messages import (
     TupleData,
 )
 from capture.position import Checkpoint
+from capture.pump import SourceWrapper
 from capture.relcache import RelationCache
 from capture.replication import catalog
 from capture.replication.catalog import TableLayout
@@ -171,7 +172,7 @@ class _KeylessWindow:
     snapshot: ReadSnapshot
 
 
-class LoadingSource:
+class LoadingSource(SourceWrapper[ReplicationSource]):
     """A replication source whose stream also carries loaded tables (see module docstring)."""
 
     def __init__(
@@ -187,7 +188,7 @@ class LoadingSource:
         count_rows: bool = False,
         observer: Callable[[LoadProgress], None] | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.settings = settings
         self.slot = slot
         self.publications = list(publications)
@@ -230,18 +231,6 @@ class LoadingSource:
             and not self._in_flight
         )
 
-    def acknowledge(self, lsn: int) -> None:
-        """Forward to the replication source."""
-        self.inner.acknowledge(lsn)
-
-    def hold(self, lsn: int) -> int:
-        """Forward to the replication source."""
-        return self.inner.hold(lsn)
-
-    def keep_alive(self) -> None:
-        """Forward to the replication source."""
-        self.inner.keep_alive()
-
     def close_readers(self) -> None:
         """Stop the readers and close the load's connection (the stream stays open)."""
         if self._pool is not None:
@@ -255,7 +244,7 @@ class LoadingSource:
     def close(self) -> None:
         """Stop the readers and close the stream."""
         self.close_readers()
-        self.inner.close()
+        super().close()
 
     def after_acknowledge(self) -> None:
         """Record the chunks the last acknowledgement covered (at shutdown)."""

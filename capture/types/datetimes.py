@@ -222,24 +222,15 @@ _TIMESTAMP_RE: Final = re.compile(
 )
 
 
-def _timestamp_from_us(us: int) -> datetime | Infinity | PgTimestamp:
+def _timestamp_from_us(us: int, *, tz: bool = False) -> datetime | Infinity | PgTimestamp:
+    """µs since 2000-01-01 as a datetime (aware in UTC with ``tz``), ±infinity, or beyond."""
     if _MIN_US <= us <= _MAX_US:
-        return _EPOCH + timedelta(0, 0, us)
+        return (_EPOCH_UTC if tz else _EPOCH) + timedelta(0, 0, us)
     if us == DT_NOEND:
         return INFINITY
     if us == DT_NOBEGIN:
         return NEG_INFINITY
-    return PgTimestamp(us, tz=False)
-
-
-def _timestamptz_from_us(us: int) -> datetime | Infinity | PgTimestamp:
-    if _MIN_US <= us <= _MAX_US:
-        return _EPOCH_UTC + timedelta(0, 0, us)
-    if us == DT_NOEND:
-        return INFINITY
-    if us == DT_NOBEGIN:
-        return NEG_INFINITY
-    return PgTimestamp(us, tz=True)
+    return PgTimestamp(us, tz=tz)
 
 
 def timestamp_from_binary(data: bytes) -> datetime | Infinity | PgTimestamp:
@@ -255,7 +246,7 @@ def timestamptz_from_binary(data: bytes) -> datetime | Infinity | PgTimestamp:
     us = _unpack_i8(data)[0]
     if _MIN_US <= us <= _MAX_US:
         return _EPOCH_UTC + timedelta(0, 0, us)
-    return _timestamptz_from_us(us)
+    return _timestamp_from_us(us, tz=True)
 
 
 def _timestamp_text_to_us(data: bytes) -> int:
@@ -296,7 +287,7 @@ def timestamptz_from_text(data: bytes) -> datetime | Infinity | PgTimestamp:
     special = _special(data)
     if special is not None:
         return special
-    return _timestamptz_from_us(_timestamp_text_to_us(data))
+    return _timestamp_from_us(_timestamp_text_to_us(data), tz=True)
 
 
 def _format_timestamp_us(us: int, tz: bool) -> str:

@@ -94,22 +94,24 @@ def uint8_from_binary(data: bytes) -> int:
 # --------------------------------------------------------------------------- bool
 
 
+_BOOL_TEXT: Final = {b"t": True, b"f": False}
+_BOOL_BINARY: Final = {b"\x01": True, b"\x00": False}
+
+
 def bool_from_text(data: bytes) -> bool:
     """Decode boolout: ``t`` or ``f`` (anything else is a ValueError)."""
-    if data == b"t":
-        return True
-    if data == b"f":
-        return False
-    raise ValueError(f"invalid bool text {data[:20]!r}")
+    try:
+        return _BOOL_TEXT[data]
+    except KeyError:
+        raise ValueError(f"invalid bool text {data[:20]!r}") from None
 
 
 def bool_from_binary(data: bytes) -> bool:
     """Decode boolsend: one byte, 1 or 0 (anything else is a ValueError)."""
-    if data == b"\x01":
-        return True
-    if data == b"\x00":
-        return False
-    raise ValueError(f"invalid bool send data {data[:20]!r}")
+    try:
+        return _BOOL_BINARY[data]
+    except KeyError:
+        raise ValueError(f"invalid bool send data {data[:20]!r}") from None
 
 
 def bool_to_text(value: bool) -> str:

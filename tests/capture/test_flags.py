@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from capture.errors import ConfigError
-from capture.flags import format_of, format_settings, key_values
+from capture.flags import add_command, format_of, format_settings, int_at_least, key_values
 
 
 def test_keys_go_to_the_format_they_name() -> None:
@@ -45,3 +47,29 @@ def test_pairs_need_an_equals_sign() -> None:
         key_values(["novalue"], "--producer-option")
     assert format_of("qlik.x") == "qlik"
     assert format_of("x") is None
+
+
+@pytest.mark.parametrize(
+    ("minimum", "text", "error"),
+    [
+        (1, "0", "'0' must be positive"),
+        (0, "-1", "'-1' must not be negative"),
+        (5, "4", "'4' must be at least 5"),
+        (1, "two", "'two' is not an integer"),
+    ],
+)
+def test_int_at_least_names_the_bound(minimum: int, text: str, error: str) -> None:
+    parse = int_at_least(minimum)
+    assert parse(str(minimum)) == minimum
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^{error}$"):
+        parse(text)
+
+
+def test_add_command_prints_the_module_docstring_as_written() -> None:
+    parser = argparse.ArgumentParser(prog="walcast")
+    commands = parser.add_subparsers()
+    doc = "Line one.\n\n    indented example\n"
+    add_command(commands, "demo", "the one-line help", doc)
+    assert "the one-line help" in parser.format_help()
+    sub = commands.choices["demo"]
+    assert "    indented example" in sub.format_help()

@@ -18,7 +18,7 @@ from capture.events import (
 )
 from capture.formats import FORMAT_NAMES, EncodedMessage, format_class
 from capture.position import Checkpoint, PositionLedger, TxnPosition
-from capture.pump import Output, Pump, needs_transaction_sizes
+from capture.pump import Output, Pump, SourceWrapper, needs_transaction_sizes
 from capture.sinks.stream import StreamSink
 from capture.synthetic import SyntheticSource, format_options
 from capture.synthetic.shop import generate
@@ -35,6 +35,8 @@ class ScriptedSource:
         self.batches = list(batches)
         self.acks: list[int] = []
         self.kept_alive = 0
+        self.hold_limit = 1 << 63
+        self.closed = False
 
     def poll(self, timeout: float) -> Iterator[StreamItem | Checkpoint]:
         if self.batches:
@@ -48,13 +50,13 @@ class ScriptedSource:
         self.acks.append(lsn)
 
     def hold(self, lsn: int) -> int:
-        return lsn
+        return min(lsn, self.hold_limit)
 
     def keep_alive(self) -> None:
         self.kept_alive += 1
 
     def close(self) -> None:
-        pass
+        self.closed = True
 
 
 def txn(xid: int, commit_lsn: int, *changes: ChangeEvent) -> list[StreamItem]:
@@ -233,3 +235,30 @@ def test_heartbeat_messages_produce_nothing() -> None:
 def test_the_transaction_size_decision() -> None:
     assert needs_transaction_sizes(["json", "shareplex"])
     assert not needs_transaction_sizes(["json", "canal"])
+
+
+class _Passing(SourceWrapper[ScriptedSource]):
+    """A wrapper that passes its inner source's items as they are."""
+
+    def poll(self, timeout: float) -> Iterator[StreamItem | Checkpoint]:
+        return iter(self.inner.poll(timeout))
+
+    @property
+    def finished(self) -> bool:
+        return self.inner.finished
+
+
+def test_a_source_wrapper_leaves_positions_and_the_connection_to_its_inner_source() -> None:
+    inner = ScriptedSource(txn(7, 0x100, change(Op.INSERT, 1, 0x100, after={"id": "1"})))
+    inner.hold_limit = 0x80
+    wrapper = _Passing(inner)
+    pump, out = json_pump(wrapper)  # type: ignore[arg-type]
+    pump.run(lambda: False)
+    assert ops(out) == ["insert"]
+    # the ledger asked the wrapper how far it may confirm; the inner source's hold answered
+    assert inner.acks == [0x80]
+    assert wrapper.hold(0x200) == 0x80
+    wrapper.keep_alive()
+    assert inner.kept_alive >= 1
+    wrapper.close()
+    assert inner.closed
