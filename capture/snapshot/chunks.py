@@ -76,9 +76,15 @@ def _relation(table: TableLayout) -> sql.Composable:
 def next_upper(
     conn: psycopg.Connection[Any], table: TableLayout, lower: Bound | None, chunk_rows: int
 ) -> Bound | None:
-    """The upper bound of the chunk after ``lower``, or None when the rest fits in one chunk."""
+    """The upper bound of the chunk after ``lower``, or None when the rest fits in one chunk.
+
+    The texts are selected under aliases of their own: ``ORDER BY id`` would otherwise name
+    the output column ``CAST(id AS text)`` and sort by text ("10" before "9"), a sort of
+    the rest of the table for every chunk instead of a walk of the key's index.
+    """
     texts = sql.SQL(", ").join(
-        sql.SQL("CAST({} AS text)").format(sql.Identifier(k)) for k in table.chunk_key
+        sql.SQL("CAST({} AS text) AS {}").format(sql.Identifier(k), sql.Identifier(f"_k{i}"))
+        for i, k in enumerate(table.chunk_key)
     )
     query = sql.SQL("SELECT {} FROM {}{} ORDER BY {} OFFSET {} LIMIT 1").format(
         texts,
