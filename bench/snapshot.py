@@ -3,7 +3,11 @@
 Measures, in one run, on one table of ``--rows`` rows (bigint key, text, int, timestamptz):
 
 1. ``COPY (SELECT * FROM t) TO STDOUT`` read by psycopg and thrown away (the reference);
-2. for each ``--workers`` value, ``walcast run --create-slot --snapshot initial-only`` with
+2. the Kafka ceiling: a bare confluent-kafka producer, with walcast's producer settings,
+   sending ``--ceiling-messages`` pre-built messages of a loaded row's size, with walcast's
+   three headers, and waiting for every delivery report (no reading, no encoding: what no
+   load through one Python producer can beat on this machine);
+3. for each ``--workers`` value, ``walcast run --create-slot --snapshot initial-only`` with
    that many readers: from the daemon's start to its exit, which comes once Kafka confirmed
    every row (start-up and the slot's creation included), and the peak WAL its slot
    retained meanwhile (sampled every 0.5 s; ``--writes`` adds a concurrent writer so that
@@ -11,7 +15,7 @@ Measures, in one run, on one table of ``--rows`` rows (bigint key, text, int, ti
 
 Usage: eval "$(scripts/local-services start all)"; python bench/snapshot.py
        [--rows 5000000] [--workers 1,2,4] [--format json] [--chunk-rows 50000]
-       [--writes 2000]
+       [--writes 2000] [--ceiling-messages 2000000]
 """
 
 from __future__ import annotations
@@ -41,6 +45,51 @@ def copy_rate(dsn: str, table: str, rows: int) -> float:
     return rows / (time.monotonic() - start)
 
 
+def producer_ceiling(bootstrap: str, count: int, value: bytes) -> float:
+    """Messages/s of a bare producer (walcast's settings), every delivery confirmed."""
+    from confluent_kafka import Producer  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    from capture.daemon.config import DaemonConfig  # noqa: PLC0415
+
+    topic = f"bench_ceiling_{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    config = DaemonConfig(
+        dsn="", slot="s", publications=["p"], bootstrap_servers=bootstrap, outputs=[]
+    )
+    producer = Producer(config.producer_settings())
+    confirmed = 0
+
+    def delivered(err: object, _msg: object) -> None:
+        nonlocal confirmed
+        confirmed += err is None
+
+    headers = [("walcast.commit_lsn", b"1/5C333047"), ("walcast.xid", b"0")]
+    start = time.monotonic()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value,
+                    b"public.bench:[%d]" % i,
+                    on_delivery=delivered,
+                    headers=[*headers, ("walcast.ordinal", b"%d" % (i % 50_000))],
+                )
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    elapsed = time.monotonic() - start
+    admin.delete_topics([topic])
+    if confirmed != count:
+        sys.exit(f"the ceiling run confirmed {confirmed} of {count} messages")
+    return count / elapsed
+
+
 def write_while(stop: threading.Event, dsn: str, table: str, rows: int, per_second: int) -> None:
     """Update random rows, one transaction of 100 every 100 / ``per_second`` seconds."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -52,7 +101,8 @@ def write_while(stop: threading.Event, dsn: str, table: str, rows: int, per_seco
             )
 
 
-def walcast_rate(args: argparse.Namespace, dsn: str, table: str, workers: int) -> float:
+def walcast_rate(args: argparse.Namespace, dsn: str, table: str, workers: int) -> tuple[float, int]:
+    """Rows/s of one load, and the peak WAL (bytes) its slot retained meanwhile."""
     tag = uuid.uuid4().hex[:6]
     slot, pub = f"bench_load_{tag}", f"bench_load_pub_{tag}"
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -104,8 +154,7 @@ def walcast_rate(args: argparse.Namespace, dsn: str, table: str, workers: int) -
                 (slot,),
             )
             conn.execute(f"DROP PUBLICATION IF EXISTS {pub}")
-    print(f"  peak WAL retained by the slot while loading: {retained / 2**20:.1f} MiB")
-    return args.rows / elapsed
+    return args.rows / elapsed, retained
 
 
 def main() -> int:
@@ -116,6 +165,12 @@ def main() -> int:
     parser.add_argument("--chunk-rows", type=int, default=50_000)
     parser.add_argument(
         "--writes", type=int, default=2000, help="rows updated per second during each load"
+    )
+    parser.add_argument(
+        "--ceiling-messages",
+        type=int,
+        default=2_000_000,
+        help="messages of the bare-producer ceiling run (0: skip it)",
     )
     args = parser.parse_args()
     if "WALCAST_TEST_DSN" not in os.environ or "WALCAST_TEST_KAFKA" not in os.environ:
@@ -137,11 +192,24 @@ def main() -> int:
         reference = copy_rate(dsn, table, args.rows)
         print(f"rows: {args.rows:,}, format {args.format}, chunks of {args.chunk_rows:,}")
         print(f"COPY TO STDOUT (psycopg, discarded): {reference:12,.0f} rows/s")
+        if args.ceiling_messages:
+            value = (
+                b'{"op":"snapshot","table":"public.bench","after":{"id":"2500000","v":"value '
+                b'2500000","n":"0","t":"2024-01-29 22:26:40+00"}}'
+            )
+            ceiling = producer_ceiling(
+                os.environ["WALCAST_TEST_KAFKA"], args.ceiling_messages, value
+            )
+            print(
+                f"Kafka ceiling (bare producer, {len(value)}-byte messages, confirmed): "
+                f"{ceiling:10,.0f} msgs/s ratio {ceiling / reference:.2f}"
+            )
         for workers in (int(w) for w in args.workers.split(",")):
-            rate = walcast_rate(args, dsn, table, workers)
+            rate, retained = walcast_rate(args, dsn, table, workers)
             print(
                 f"walcast run --snapshot initial-only, {workers} worker(s): "
-                f"{rate:10,.0f} rows/s   ratio {rate / reference:.2f}"
+                f"{rate:10,.0f} rows/s   ratio {rate / reference:.2f}   "
+                f"peak WAL retained {retained / 2**20:.1f} MiB"
             )
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
