@@ -12,7 +12,10 @@ For each format:
    end and counts the normalized rows written (rows/s);
 2. times ``MaterializeJob(available_now=True)`` over those normalized rows, once per
    store in ``--stores`` (changes folded per second);
-3. ``walcast run``'s rate for the same format on the same machine (at-least-once,
+3. a reference in the same session: the same topic copied by Spark's Kafka source to
+   Parquet as it is (topic, partition, offset, value: no parsing), available-now, so
+   normalize's own work shows as the ratio ``normalize:raw`` (the JVM is warm by then);
+4. ``walcast run``'s rate for the same format on the same machine (at-least-once,
    ``--daemon-rows`` single-table inserts committed before it starts, timed until the
    slot is acknowledged past them: ``bench/run_e2e.py``'s measure), needs PostgreSQL
    (``$WALCAST_TEST_DSN``); the table's last column is normalize rows/s over it.
@@ -172,6 +175,25 @@ def daemon_rates(formats: list[str], rows: int) -> dict[str, float]:
     return out
 
 
+def time_raw_copy(spark, bootstrap: str, topic: str, work: str) -> float:  # noqa: ANN001
+    """Seconds to copy ``topic`` to Parquet unparsed with Spark's Kafka source (the reference)."""
+    query = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("topic", "partition", "offset", "CAST(value AS string) AS value")
+        .writeStream.format("parquet")
+        .option("path", f"{work}/raw")
+        .option("checkpointLocation", f"{work}/ckpt-raw")
+        .trigger(availableNow=True)
+    )
+    started = time.perf_counter()
+    query.start().awaitTermination()
+    return time.perf_counter() - started
+
+
 def time_materialize(spark, bootstrap: str, layouts: str, work: str, store: str) -> float:  # noqa: ANN001
     """Seconds of one available-now materialize run of ``work``'s normalized changes."""
     job = MaterializeJob(
@@ -226,6 +248,7 @@ def main() -> int:
             elapsed = time.perf_counter() - started
             rows = spark.read.schema(NORMALIZED).parquet(f"{work}/changes").count()
             rejected = spark.read.schema(QUARANTINE).parquet(f"{work}/changes_quarantine").count()
+            raw_s = time_raw_copy(spark, bootstrap, topic, work)
             folded = {
                 store: rows / time_materialize(spark, bootstrap, f"{topic}.layouts", work, store)
                 for store in stores
@@ -238,17 +261,21 @@ def main() -> int:
             "quarantined": rejected,
             "seconds": round(elapsed, 1),
             "rows_per_s": round(rows / elapsed),
+            "raw_copy_messages_per_s": round(messages / raw_s),
             "produce_seconds": round(fill_s, 1),
             **{f"materialize_{store}_rows_per_s": round(rate) for store, rate in folded.items()},
             "daemon_rows_per_s": round(daemon[fmt]) if fmt in daemon else None,
         }
         results.append(result)
         print(json.dumps(result), flush=True)
-    heads = ["format", "rows", "normalize s", "normalize/s"]
+    heads = ["format", "rows", "normalize s", "normalize/s", "raw copy msgs/s"]
     heads += [f"{store}/s" for store in stores] + ["daemon/s", "normalize:daemon"]
+    heads.insert(5, "normalize:raw")
     print(" | ".join(heads))
     for r in results:
         cells = [r["format"], f"{r['rows']:,}", f"{r['seconds']}", f"{r['rows_per_s']:,}"]
+        raw = r["raw_copy_messages_per_s"]
+        cells += [f"{raw:,}", f"{r['rows_per_s'] * r['messages'] / r['rows'] / raw:.2f}"]
         cells += [f"{r[f'materialize_{store}_rows_per_s']:,}" for store in stores]
         rate = r["daemon_rows_per_s"]
         cells += [f"{rate:,}", f"{r['rows_per_s'] / rate:.2f}"] if rate else ["-", "-"]
