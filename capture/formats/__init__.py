@@ -1,8 +1,10 @@
 """Output formats: a registry of encoders behind one interface (:mod:`.base`).
 
-Each format lives in its own module, named in ``_MODULES``; its encoder class sets
-``name`` (the ``--format`` value). :func:`format_class` loads a format on first use and
-gives a clear error listing the valid names for an unknown one.
+Each format lives in its own module, named in ``_MODULES``; its encoder class states its
+``name`` (the ``--format`` value) and ``Settings`` in its class statement
+(``class CanalEncoder(Encoder, name="canal", settings=Settings)``). :func:`format_class`
+loads a format on first use and gives a clear error listing the valid names for an
+unknown one.
 """
 
 from __future__ import annotations
