@@ -268,9 +268,8 @@ def main() -> int:
         }
         results.append(result)
         print(json.dumps(result), flush=True)
-    heads = ["format", "rows", "normalize s", "normalize/s", "raw copy msgs/s"]
+    heads = ["format", "rows", "normalize s", "normalize/s", "raw copy msgs/s", "normalize:raw"]
     heads += [f"{store}/s" for store in stores] + ["daemon/s", "normalize:daemon"]
-    heads.insert(5, "normalize:raw")
     print(" | ".join(heads))
     for r in results:
         cells = [r["format"], f"{r['rows']:,}", f"{r['seconds']}", f"{r['rows_per_s']:,}"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from capture.errors import ConfigError
+from capture.flags import int_at_least
 
 if TYPE_CHECKING:
     from pipeline.materialize import MaterializeJob
@@ -30,18 +31,6 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
             raise ConfigError(f"{flag}: {item!r} is not KEY=VALUE")
         out[key.strip()] = value
     return out
-
-
-def _non_negative_int(text: str) -> int:
-    """An argparse type: an integer >= 0 (argparse names the flag in its one-line error)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        msg = f"{text!r} is not a whole number >= 0"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +110,7 @@ def add_normalize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-offsets-per-trigger", type=int, help="cap records per batch")
     parser.add_argument(
         "--min-partitions",
-        type=_non_negative_int,
+        type=int_at_least(0),
         help="read each batch with at least N tasks, splitting large Kafka partitions "
         "(default: 4 x Spark's default parallelism, so every core parses a one-partition "
         "topic; 0: one task per Kafka partition)",
