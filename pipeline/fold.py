@@ -129,8 +129,10 @@ def fold_by_key(changes: DataFrame, pk: Sequence[str]) -> KeyFold:
     )
     # an update whose after image lacks key columns (Shareplex: changed columns only)
     # is about its before key; only a complete new key different from it is a move
+    # explode_outer: the array is never empty, and a plain explode makes Spark infer a
+    # size(...) > 0 filter that it pushes below this projection, building the events twice.
     events = changes.select(
-        F.explode(F.when(moved, F.array(first, second)).otherwise(F.array(first))).alias("e")
+        F.explode_outer(F.when(moved, F.array(first, second)).otherwise(F.array(first))).alias("e")
     ).select("e.*")
     grouped = events.groupBy("key").agg(
         F.array_sort(
@@ -286,7 +288,8 @@ def fold_multiset(changes: DataFrame) -> DataFrame:
         .when(op == "update", F.array(minus, plus))
     )
     return (
-        changes.select(F.explode(deltas).alias("x"))
+        # explode_outer (see the events of fold_by_key); its null rows fail the key test
+        changes.select(F.explode_outer(deltas).alias("x"))
         .where(F.col("x.k").isNotNull())
         .groupBy(F.col("x.k").alias("_row_key"))
         .agg(F.sum("x.d").alias("_delta"), F.first("x.row").alias("_row"))

@@ -80,17 +80,17 @@ def normalize_frame(
     spark = records.sparkSession
     before = state if state is not None else sequencing.empty_state(spark)
     messages = parser.parse(records, layouts)
-    sequenced = sequencing.sequence(messages, before, parser)
-    if persist:
-        sequenced = sequenced.persist()
-    changes = sequencing.changes_of(sequenced, parser)
-    rejected = quarantine.from_messages(sequencing.message_problems(sequenced), parser.name)
+    sequenced = sequencing.sequence(messages, before, parser, persist=persist)
+    changes = sequencing.changes_of(sequenced.messages, parser)
+    problems = sequencing.message_problems(sequenced.messages)
     return NormalizeResult(
         changes=quarantine.good_changes(changes),
-        quarantine=rejected.unionByName(quarantine.from_changes(changes)),
-        state=sequencing.next_state(sequenced, parser),
-        offsets=sequencing.offsets_of(sequenced),
-        cached=(sequenced,) if persist else (),
+        quarantine=quarantine.from_messages(problems, parser.name).unionByName(
+            quarantine.from_changes(changes)
+        ),
+        state=sequencing.next_state(sequenced.positions, parser),
+        offsets=sequencing.offsets_of(sequenced.positions),
+        cached=sequenced.cached,
     )
 
 

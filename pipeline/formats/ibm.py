@@ -185,9 +185,14 @@ class IbmParser(Parser):
         stripped = F.when(
             rec.endswith(rd), F.substring(rec, F.lit(1), F.length(rec) - 1)
         ).otherwise(rec)
+        # posexplode_outer of the good messages' records, then the null rows dropped: a
+        # filter on _ok (or the one Spark infers for posexplode) would be pushed below the
+        # projection and split every message a second time.
         rows = (
-            base.where(F.col("_ok"))
-            .select("*", F.posexplode("_recs").alias("_ri", "_rec"))
+            base.select(
+                "*", F.posexplode_outer(F.when(F.col("_ok"), F.col("_recs"))).alias("_ri", "_rec")
+            )
+            .where(F.col("_ri").isNotNull())
             .withColumn(
                 "_fields",
                 F.regexp_extract_all(

@@ -13,6 +13,7 @@ import pytest
 from capture.events import Op
 from capture.formats.layout import layout_record
 from capture.synthetic import build_tables, table_specs
+from pipeline import sequencing
 from pipeline.formats import FORMAT_NAMES, parser_for
 from pipeline.layouts import parse_layouts
 from pipeline.normalize import normalize_frame
@@ -406,9 +407,20 @@ def test_poison_messages_are_quarantined_and_the_rest_kept(spark) -> None:
     assert len(all_unknown) == 6
 
 
-def test_sequencing_state_carries_across_batches(spark) -> None:
-    """IBM segments and DataWorks split updates cut between batches; replays dropped."""
-    for fmt, settings in (("ibm", {"ibm.max_message_size": "1500"}), ("dataworks", {})):
+@pytest.mark.parametrize("join", ["broadcast", "shuffle"])
+def test_sequencing_state_carries_across_batches(spark, monkeypatch, join: str) -> None:
+    """IBM segments and DataWorks split updates cut between batches; replays dropped.
+
+    canal and IBM are sequenced over their positions only, and the flagged messages
+    joined back: by broadcast, or (``shuffle``: above BROADCAST_FLAGS) by a shuffle join.
+    """
+    if join == "shuffle":
+        monkeypatch.setattr(sequencing, "BROADCAST_FLAGS", 0)
+    for fmt, settings in (
+        ("ibm", {"ibm.max_message_size": "1500"}),
+        ("dataworks", {}),
+        ("canal", {"canal.walcast_keys": "true"}),
+    ):
         messages = [(m.key, m.value) for m in encoded(fmt, 80, seed=5, **settings)]
         parser = parser_for(fmt)
         lay = layouts(spark)
@@ -433,6 +445,18 @@ def test_sequencing_state_carries_across_batches(spark) -> None:
         assert {(s["commit_lsn_num"], s["ordinal"]) for s in seen} == want, fmt
         assert len(seen) == len(want), fmt
         assert replays > 0, fmt
+
+
+def test_changes_are_built_once(spark) -> None:
+    """No filter re-evaluates the parser's change expressions (Spark infers one for a
+    posexplode and pushes it below the projection that builds them)."""
+    values = [(m.key, m.value) for m in encoded("canal", 3, seed=2)]
+    result = normalize_frame(records(spark, values), parser_for("canal"), layouts(spark))
+    plan = result.changes._jdf.queryExecution().optimizedPlan().toString()
+    filters = [line for line in plan.splitlines() if "Filter " in line]
+    assert filters
+    assert not [f for f in filters if "named_struct" in f or "transform_values" in f]
+    assert result.changes.count() == 3
 
 
 def test_layout_topic_records_match_the_capture_side() -> None:
