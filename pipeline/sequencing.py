@@ -204,8 +204,8 @@ def sequence(
     shuffle and a sort. A paired format (DataWorks) merges a before image into the next
     message, so its whole messages go through the window. Every other format's window
     reads only :data:`POSITION_COLUMNS`: the messages are cached as parsed (``persist``)
-    and the few rows the window flags (replays, continued IBM runs: ``base`` > 0) are
-    joined back, by broadcast up to :data:`BROADCAST_FLAGS` (measured on 1M canal
+    and the few rows the window flags (replays, IBM messages continuing a run of earlier
+    segments) are joined back, by broadcast up to :data:`BROADCAST_FLAGS` (measured on 1M canal
     changes, local[2]: the whole-row shuffle wrote 340 MB and its sort took 11 s).
     """
     slim = _without_unneeded_raw(messages, parser).withColumn("is_pseudo", F.lit(False))
@@ -225,18 +225,27 @@ def sequence(
     positions = _annotate(slim.select(*narrow).unionByName(pseudo.select(*narrow)), parser)
     if persist:
         positions = positions.persist()
+    # An IBM record row counts one change, and the records of a message are one run, so
+    # record i's base is its message's base + i: only a message that continues a run of
+    # earlier segments has a base of its own to join back.
+    in_message = (
+        F.coalesce(F.col("record_index"), F.lit(0)).cast("long")
+        if parser.segmented
+        else F.lit(0).cast("long")
+    )
+    message_base = F.col("base") - in_message
     flagged = positions.where(
-        ~F.col("is_pseudo") & (F.col("is_replay") | (F.col("base") != 0))
-    ).select(*_PART, "sort_key", F.col("is_replay").alias("_replay"), F.col("base").alias("_base"))
+        ~F.col("is_pseudo") & (F.col("is_replay") | (message_base != 0))
+    ).select(*_PART, "sort_key", F.col("is_replay").alias("_replay"), message_base.alias("_base"))
     flags = flagged.count()
     if flags == 0:
-        joined = slim.withColumns({"is_replay": F.lit(False), "base": F.lit(0).cast("long")})
+        joined = slim.withColumns({"is_replay": F.lit(False), "base": in_message})
     else:
         side = F.broadcast(flagged) if flags <= BROADCAST_FLAGS else flagged
         joined = (
             slim.join(side, [*_PART, "sort_key"], "left")
             .withColumn("is_replay", F.coalesce(F.col("_replay"), F.lit(False)))
-            .withColumn("base", F.coalesce(F.col("_base"), F.lit(0).cast("long")))
+            .withColumn("base", F.coalesce(F.col("_base"), F.lit(0).cast("long")) + in_message)
             .drop("_replay", "_base")
         )
     return Sequenced(
