@@ -322,10 +322,7 @@ def _annotate(df: DataFrame, parser: Parser) -> DataFrame:
             .drop("_prev_before")
         )
         counted = ~is_before
-    else:
-        df = df.withColumns(
-            {"consumed": F.lit(False), "pending": F.lit(False), "orphan": F.lit(False)}
-        )
+    else:  # no split updates: sequence() gives the messages their (false) pair flags
         counted = F.lit(True)
     has_pos = lsn.isNotNull() & first.isNotNull() & (count > 0)
     pos_first = F.when(has_pos, F.struct(lsn.alias("lsn"), first.alias("ordinal")))
@@ -364,10 +361,12 @@ def next_state(positions: DataFrame, parser: Parser) -> DataFrame:
     open_run = (
         F.lit(parser.segmented) & F.col("last.segment").isNotNull() & (F.col("last.segment") != 0)
     )
-    pending = F.coalesce(F.col("last.pending"), F.lit(False)) if parser.paired else F.lit(False)
 
     def last_pending(name: str) -> Column:
-        return F.when(pending, F.col(f"last.{name}")) if parser.paired else F.lit(None)
+        """``last.<name>`` when the last message is a pending before half (paired only)."""
+        if not parser.paired:
+            return F.lit(None)
+        return F.when(F.coalesce(F.col("last.pending"), F.lit(False)), F.col(f"last.{name}"))
 
     cols = {
         "kafka_topic": F.col("kafka_topic"),
