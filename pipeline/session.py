@@ -14,16 +14,22 @@ Invariants:
 * ``spark.sql.mapKeyDedupPolicy`` is ``LAST_WIN``: the parsers and materialize overlay
   row images with ``map_concat`` (a later image's value wins).
 * Timestamps are rendered and parsed in UTC (``spark.sql.session.timeZone``).
+* The driver starts quietly: log4j is configured before the JVM logs anything (no
+  "Setting default log level" notice), and the JVM's incubator-module notice is filtered
+  from its stderr (:mod:`pipeline._gateway`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pipeline._gateway import launch_quiet_gateway
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -137,6 +143,11 @@ def build_session(options: SessionOptions | None = None) -> SparkSession:
     settings |= opts.extra
     for key, value in settings.items():
         builder = builder.config(key, value)
+    launch_quiet_gateway(
+        settings
+        | {"spark.app.name": opts.app_name}
+        | ({"spark.master": opts.master} if opts.master else {})
+    )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
@@ -148,18 +159,24 @@ def _log4j_config(level: str) -> Path:
     Spark's default profile logs its start-up at INFO/WARN before ``setLogLevel`` runs;
     with this one the driver starts quietly. ``WALCAST_SPARK_LOG_LEVEL`` raises it.
     """
-    path = cache_dir() / f"log4j2-{level.lower()}.properties"
+    text = (
+        f"rootLogger.level = {level.lower()}\n"
+        "rootLogger.appenderRef.stderr.ref = console\n"
+        # PySpark's driver starts as a shell: it logs at this logger's level and prints
+        # "Setting default log level to ..." when it differs from the root's; keep them equal.
+        "logger.repl.name = org.apache.spark.api.python.PythonGatewayServer\n"
+        f"logger.repl.level = {level.lower()}\n"
+        "appender.console.type = Console\n"
+        "appender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
+    )
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = cache_dir() / f"log4j2-{level.lower()}-{digest}.properties"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            f"rootLogger.level = {level.lower()}\n"
-            "rootLogger.appenderRef.stderr.ref = console\n"
-            "appender.console.type = Console\n"
-            "appender.console.name = console\n"
-            "appender.console.target = SYSTEM_ERR\n"
-            "appender.console.layout.type = PatternLayout\n"
-            "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
-        )
+        path.write_text(text)
     return path
 
 

@@ -25,7 +25,8 @@ def error_lines(stderr: str) -> list[str]:
 
 
 def assert_one_line_error(done, *needles: str) -> None:
-    (line,) = error_lines(done.stderr)
+    (line,) = done.stderr.splitlines()  # nothing else: no Spark or JVM start-up notice
+    assert error_lines(line) == [line]
     for needle in needles:
         assert needle in line, line
     assert "Traceback" not in done.stderr
@@ -97,7 +98,8 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
         "--format", "qlik",
     )  # fmt: skip
     assert right.returncode == 0, right.stderr[-3000:]
-    lines = [line for line in right.stderr.splitlines() if line.startswith("walcast spark")]
+    lines = right.stderr.splitlines()
+    assert all(line.startswith("walcast spark normalize: ") for line in lines), lines[:3]
     (batch,) = [line for line in lines if ": batch 0: " in line]
     assert ": batch 0: 200 changes written, quarantined none, " in batch
     last = len(k.read_all(kafka_bootstrap, [topic])) - 1  # 200 changes and qlik's MD messages
