@@ -39,8 +39,8 @@ def launch_quiet_gateway(settings: dict[str, str]) -> None:
     conf = SparkConf(loadDefaults=False)
     for key, value in settings.items():
         conf.set(key, value)
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
-    process = gateway.proc  # type: ignore[attr-defined]
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    process = gateway.proc
     threading.Thread(
         target=copy_filtered, args=(process.stderr, sys.stderr), name="jvm-stderr", daemon=True
     ).start()
