@@ -5,6 +5,9 @@ One record per (slot, table), the newest wins: the table's state (``pending``, `
 chunk that Kafka confirmed together with every chunk before it. A record is written only
 after the chunks it counts were delivered, so a restart re-reads at most the chunks that
 were in flight (their rows arrive again, at a new position: idempotent for keyed tables).
+The ``done`` record of a table without a key also keeps its chunk's
+:class:`KeylessWindow`, so that a restarted daemon drops the replayed changes the chunk
+already holds, as the daemon that read it did.
 
 :class:`KafkaProgress` keeps the records in a compacted topic (``daemon.snapshot_topic``,
 key ``<slot>/<schema>.<table>``), readable by a daemon restarted on another machine.
@@ -32,6 +35,23 @@ class ProgressUnavailableError(WalcastError):
     retry = RetryPolicy.TRANSIENT
 
 
+@dataclass(frozen=True, slots=True)
+class KeylessWindow:
+    """The stream positions whose changes a keyless table's loaded chunk already holds.
+
+    A transaction that commits at or after the chunk's watermark (``low_lsn``) and before
+    the read's WAL horizon (``horizon_lsn``), and that the read's snapshot (``snapshot``,
+    ``xmin:xmax:xip,…``) sees, is in the chunk; streaming it too would duplicate its rows,
+    so its changes of the table are dropped. Kept with the ``done`` record because the slot
+    may replay such a transaction after a restart, when the daemon that read the chunk and
+    dropped it the first time is gone.
+    """
+
+    low_lsn: int
+    horizon_lsn: int
+    snapshot: str
+
+
 @dataclass(slots=True)
 class TableProgress:
     """How far the load of one table got (see the module docstring)."""
@@ -46,6 +66,8 @@ class TableProgress:
     chunks: int = 0
     """Chunks delivered (contiguously, in key order)."""
     rows: int = 0
+    keyless_window: KeylessWindow | None = None
+    """For a table without a key: where its one chunk was read (see :class:`KeylessWindow`)."""
 
     def to_json(self, slot: str) -> bytes:
         """The record's value."""
@@ -56,7 +78,8 @@ class TableProgress:
         """A record read back."""
         data = orjson.loads(value)
         data.pop("slot", None)
-        return cls(**data)
+        window = data.pop("keyless_window", None)
+        return cls(**data, keyless_window=KeylessWindow(**window) if window else None)
 
 
 class ProgressStore(Protocol):
@@ -81,7 +104,7 @@ class MemoryProgress:
 
     def save(self, progress: TableProgress) -> None:
         """Keep a copy of ``progress``."""
-        self.records[progress.table] = TableProgress(**asdict(progress))
+        self.records[progress.table] = TableProgress.from_json(progress.to_json(""))
 
 
 class KafkaProgress:

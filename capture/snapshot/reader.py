@@ -66,6 +66,10 @@ class ReadSnapshot:
             parse_lsn(horizon),
         )
 
+    def text(self) -> str:
+        """``xmin:xmax:xip,…``, as :meth:`parse` reads it (``pg_current_snapshot()::text``)."""
+        return f"{self.xmin}:{self.xmax}:{','.join(map(str, sorted(self.in_progress)))}"
+
     def sees(self, xid: int) -> bool:
         """Whether a committed transaction with 32-bit ``xid`` is visible to the read."""
         full = (self.xmax & ~0xFFFF_FFFF) | xid  # the epoch nearest xmax, as PostgreSQL does

@@ -24,7 +24,9 @@ incremental snapshots, with the read aligned to the stream instead of de-duplica
   microseconds between the watermark and the snapshot; its commit is before the snapshot's
   WAL horizon), applying it again gives the same row for a keyed table (an upsert of the
   same values, a delete of a row already gone); for a table without a key, where applying
-  it again would duplicate a row, its changes of that table are dropped from the stream.
+  it again would duplicate a row, its changes of that table are dropped from the stream;
+  the table's ``done`` progress record keeps that window, so a restarted daemon drops
+  them again when the slot replays them.
 * One race remains: a transaction whose commit record precedes the watermark but which had
   not yet become visible when the snapshot was taken. It is detected (its xid is invisible
   to the snapshot, and the source remembers the xids and tables of the recent
@@ -92,7 +94,7 @@ from capture.replication import catalog
 from capture.replication.catalog import TableLayout
 from capture.sinks import StopRequested
 from capture.snapshot.chunks import Bound, Chunk, next_upper
-from capture.snapshot.progress import ProgressStore, TableProgress
+from capture.snapshot.progress import KeylessWindow, ProgressStore, TableProgress
 from capture.snapshot.reader import WATERMARK_PREFIX, ChunkRead, ReaderPool, ReadSnapshot, drain
 from capture.source import ReplicationSource
 from capture.split import key_changed
@@ -159,6 +161,7 @@ class _TableLoad:
     started: float = field(default_factory=time.monotonic)
     emitted_rows: int = 0
     dropped: bool = False
+    keyless_window: KeylessWindow | None = None
 
     @property
     def finished(self) -> bool:
@@ -343,6 +346,11 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
         for record in records:
             if record.table == ALL_TABLES and record.state == "pending":
                 self._expand(record)
+            window = record.keyless_window
+            if record.state == "done" and window is not None:
+                # The slot may replay what this table's chunk holds: drop it again.
+                snapshot = ReadSnapshot.parse(window.snapshot, format_lsn(window.horizon_lsn))
+                self._keyless.append(_KeylessWindow(record.relation_id, window.low_lsn, snapshot))
         for record in records:
             if (
                 record.state not in ("pending", "loading")
@@ -603,6 +611,7 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
         load.emitted_rows += ordinal
         if not chunk.table.chunk_key:
             self._keyless.append(_KeylessWindow(load.relation_id, message.lsn, snapshot))
+            load.keyless_window = KeylessWindow(message.lsn, snapshot.horizon_lsn, snapshot.text())
         log.info(
             "snapshot_chunk",
             table=load.name,
@@ -733,6 +742,7 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
             if load.finished and not load.delivered_numbers:
                 progress.state = "done"
                 progress.after = None
+                progress.keyless_window = load.keyless_window
                 self._loads.pop(load.relation_id, None)
                 if load.relation_id in self._order:
                     self._order.remove(load.relation_id)
