@@ -135,6 +135,14 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
         "--layout-topic",
         help="layout topic (with --bootstrap-servers; default walcast.schemas, if it exists)",
     )
+    parser.add_argument(
+        "--kafka-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --bootstrap-servers: fail with one line when no broker answers within "
+        "this time (default 30)",
+    )
     store = parser.add_mutually_exclusive_group()
     store.add_argument(
         "--delta", dest="delta", action="store_true", default=None, help="use Delta Lake"
@@ -197,6 +205,8 @@ def materialize_job(args: argparse.Namespace) -> MaterializeJob:
     """The materialize job the arguments describe (the CLI's and spark-submit's mapping)."""
     from pipeline.materialize import MaterializeJob  # noqa: PLC0415
 
+    if args.kafka_timeout <= 0:
+        raise ConfigError(f"--kafka-timeout: {args.kafka_timeout:g} must be positive")
     return MaterializeJob(
         normalized=args.input,
         state=args.output,
@@ -208,6 +218,7 @@ def materialize_job(args: argparse.Namespace) -> MaterializeJob:
         available_now=args.available_now,
         processing_time=args.processing_time,
         max_files_per_trigger=args.max_files_per_trigger,
+        kafka_timeout=args.kafka_timeout,
     )
 
 
@@ -246,6 +257,7 @@ def run_materialize(args: argparse.Namespace) -> int:
     """Run the materialize job from parsed arguments."""
     check_local_input(args.input)
     job = materialize_job(args)
+    job.check()  # a dead broker: one line, before any JVM starts
     quiet_python_loggers()
     spark = session_from_args(args, "walcast-materialize", use_delta=args.delta)
     job.run(spark)  # the session is the process's (getOrCreate): not stopped here

@@ -15,15 +15,14 @@ from pyspark.sql import DataFrame, SparkSession
 RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 
-def topic_exists(spark: SparkSession, bootstrap: str, topic: str, timeout: float = 15.0) -> bool:
-    """Whether ``topic`` exists on the cluster (asks the broker's metadata)."""
-    del spark
-    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+def topic_exists(bootstrap: str, topic: str, timeout: float = 30.0) -> bool:
+    """Whether ``topic`` exists on the cluster (asks the brokers' metadata, creates nothing).
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    metadata = admin.list_topics(topic=topic, timeout=timeout)
-    found = metadata.topics.get(topic)
-    return found is not None and found.error is None
+    No answer within ``timeout`` seconds is :class:`~pipeline.errors.KafkaUnavailableError`.
+    """
+    from pipeline.preflight import existing_topics  # noqa: PLC0415
+
+    return topic in existing_topics(bootstrap, {}, timeout)
 
 
 def read_stream(

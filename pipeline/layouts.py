@@ -92,14 +92,20 @@ def parse_layouts(records: DataFrame) -> DataFrame:
     )
 
 
-def read_layouts(spark: SparkSession, bootstrap: str, topic: str | None) -> DataFrame:
-    """Every layout version in ``topic`` (batch read from the earliest offset)."""
+def read_layouts(
+    spark: SparkSession, bootstrap: str, topic: str | None, *, timeout: float = 30.0
+) -> DataFrame:
+    """Every layout version in ``topic`` (batch read from the earliest offset).
+
+    Empty when ``topic`` does not exist (it is never created);
+    :class:`~pipeline.errors.KafkaUnavailableError` when no broker answers in ``timeout`` s.
+    """
     empty = spark.createDataFrame([], _empty_schema(spark))
     if not topic:
         return empty
     from pipeline.kafka import topic_exists  # noqa: PLC0415 - avoids an import cycle
 
-    if not topic_exists(spark, bootstrap, topic):
+    if not topic_exists(bootstrap, topic, timeout):
         return empty
     records = (
         spark.read.format("kafka")

@@ -37,7 +37,9 @@ Steps 1 to 3 live in :mod:`pipeline.fold` (no I/O), step 4 and the table specs i
 # (PySpark idioms: `functions as F`, `F.lit(True)`)
 from __future__ import annotations
 
-import logging
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,10 +47,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from capture.errors import WalcastError
+from pipeline import preflight
 from pipeline.errors import SparkJobError, first_line
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
 from pipeline.layouts import latest_layouts, read_layouts
 from pipeline.model import NORMALIZED
+from pipeline.normalize import DEFAULT_LAYOUT_TOPIC, rate_text
 from pipeline.session import session_uses_delta
 from pipeline.stores import (
     CURRENT,
@@ -72,8 +77,6 @@ __all__ = [
     "read_table",
 ]
 
-log = logging.getLogger(__name__)
-
 
 def apply_batch(
     spark: SparkSession,
@@ -85,18 +88,22 @@ def apply_batch(
     use_delta: bool | None = None,
     typed: bool = True,
     app_id: str = "walcast-materialize",
-) -> list[str]:
-    """Apply one batch of normalized changes to the state tables; returns their names."""
+) -> dict[str, int]:
+    """Apply one batch of normalized changes to the state tables.
+
+    Returns ``schema.table`` → the number of changes applied to it, in name order.
+    """
     delta = session_uses_delta(spark) if use_delta is None else use_delta
     by_table: dict[tuple[str, str], Any] = {}
     if layouts is not None:
         for row in latest_layouts(layouts).collect():
             by_table[(row["schema"], row["table"])] = row
-    tables = [
-        (r["schema"], r["table"]) for r in changes.select("schema", "table").distinct().collect()
-    ]
-    done = []
-    for schema, table in sorted(tables):
+    counts = {
+        (r["schema"], r["table"]): int(r["count"])
+        for r in changes.groupBy("schema", "table").count().collect()
+    }
+    done: dict[str, int] = {}
+    for (schema, table), count in sorted(counts.items()):
         part = changes.where((F.col("schema") == schema) & (F.col("table") == table))
         layout = by_table.get((schema, table))
         spec = (
@@ -109,8 +116,23 @@ def apply_batch(
             apply_delta(spark, path, spec, part, batch_id, f"{app_id}:{schema}.{table}")
         else:
             apply_parquet(spark, path, spec, part, batch_id)
-        done.append(f"{schema}.{table}")
+        done[f"{schema}.{table}"] = count
     return done
+
+
+@dataclass(slots=True)
+class MaterializeTotals:
+    """What the job did so far: batches, changes applied, the tables they went to."""
+
+    batches: int = 0
+    changes: int = 0
+    tables: set[str] = field(default_factory=set)
+
+    def add(self, applied: dict[str, int]) -> None:
+        """Count one batch (``schema.table`` → changes)."""
+        self.batches += 1
+        self.changes += sum(applied.values())
+        self.tables.update(applied)
 
 
 @dataclass(slots=True)
@@ -128,25 +150,57 @@ class MaterializeJob:
     processing_time: str | None = None
     max_files_per_trigger: int | None = None
     query_name: str | None = None
-    applied: list[str] = field(default_factory=list)
+    kafka_timeout: float = 30.0
+    """How long the start (and each batch's layout read) waits for a broker to answer."""
+    report: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
+    """Where the per-batch lines and the summary go."""
+    applied: dict[str, int] = field(default_factory=dict)
+    """The last batch's tables (``schema.table`` → changes applied)."""
+    totals: MaterializeTotals = field(default_factory=MaterializeTotals, init=False)
+    failure: WalcastError | None = field(default=None, init=False)
+    """The job's own error, raised inside a batch (Spark wraps it)."""
+    cluster_topics: set[str] | None = field(default=None, init=False)
+    """The cluster's topics, once :meth:`check` asked (before any Spark session)."""
+
+    @property
+    def layout_topic_name(self) -> str | None:
+        """The layout topic read per batch (None: none, or no ``bootstrap``)."""
+        if not self.bootstrap:
+            return None
+        if self.layout_topic is None:
+            return DEFAULT_LAYOUT_TOPIC
+        return self.layout_topic or None
+
+    def check(self) -> set[str]:
+        """Ask Kafka for its topics when layouts are read from it (one line if none answers)."""
+        if self.layout_topic_name is None or self.bootstrap is None:
+            return set()
+        if self.cluster_topics is None:
+            self.cluster_topics = preflight.existing_topics(self.bootstrap, {}, self.kafka_timeout)
+        return self.cluster_topics
 
     def start(self, spark: SparkSession) -> StreamingQuery:
         """Start the streaming query (returns at once)."""
         spark.conf.set("spark.sql.ansi.enabled", "false")
         spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+        layout_topic = self.layout_topic_name
+        if layout_topic is not None and layout_topic not in self.check():
+            self.report(
+                f"walcast spark materialize: no layout topic {layout_topic!r} (yet): column "
+                "types and keys come from the changes"
+            )
         reader = spark.readStream.schema(NORMALIZED)
         if self.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", str(self.max_files_per_trigger))
         stream = reader.parquet(self.normalized)
+        totals = self.totals = MaterializeTotals()
 
         def run_batch(batch: DataFrame, batch_id: int) -> None:
+            started = time.monotonic()
             changes = batch.persist()
             try:
-                layout_topic = (
-                    "walcast.schemas" if self.layout_topic is None else self.layout_topic
-                )  # walcast run's default schema topic; read only if it exists
                 layouts = (
-                    read_layouts(spark, self.bootstrap, layout_topic)
+                    read_layouts(spark, self.bootstrap, layout_topic, timeout=self.kafka_timeout)
                     if self.bootstrap and layout_topic
                     else None
                 )
@@ -160,9 +214,18 @@ class MaterializeJob:
                     typed=self.typed,
                     app_id=f"walcast-materialize:{self.checkpoint}",
                 )
+            except WalcastError as exc:
+                self.failure = exc
+                raise
             finally:
                 changes.unpersist()
-            log.info("materialize batch %d: %s", batch_id, ", ".join(self.applied))
+            count = sum(self.applied.values())
+            totals.add(self.applied)
+            self.report(
+                f"walcast spark materialize: batch {batch_id}: {count:,} changes into "
+                f"{_tables_text(self.applied)}, "
+                f"{rate_text(count, time.monotonic() - started)} rows/s"
+            )
 
         writer = (
             stream.writeStream.foreachBatch(run_batch)
@@ -176,11 +239,39 @@ class MaterializeJob:
         return writer.start()
 
     def run(self, spark: SparkSession) -> None:
-        """Start and wait until the query ends; a failure is one SparkJobError line."""
+        """Start and wait until the query ends, then print a summary.
+
+        A failure is one WalcastError: the job's own (Kafka gone), or Spark's first line.
+        """
+        started = time.monotonic()
+        query = self.start(spark)
         try:
-            self.start(spark).awaitTermination()
+            query.awaitTermination()
         except Exception as exc:  # noqa: BLE001 - Spark's errors carry pages of Java stack
+            if self.failure is not None:
+                raise self.failure from None
             raise SparkJobError(
                 f"the materialize query failed: {first_line(exc)}",
                 hint="see the Spark log (WALCAST_SPARK_LOG_LEVEL=INFO) for details",
             ) from None
+        totals = self.totals
+        seconds = time.monotonic() - started
+        self.report(
+            f"walcast spark materialize: done: {totals.batches} batches, {totals.changes:,} "
+            f"changes into {len(totals.tables)} tables under {self.state}, "
+            f"{rate_text(totals.changes, seconds)} rows/s in {seconds:.1f} s"
+        )
+
+
+TABLES_SHOWN = 6
+"""Tables named in a batch line; more are counted (``+N more``)."""
+
+
+def _tables_text(applied: dict[str, int]) -> str:
+    """``N tables (a.b 10, c.d 3, …)`` of a batch."""
+    if not applied:
+        return "no tables"
+    shown = ", ".join(f"{name} {n:,}" for name, n in list(applied.items())[:TABLES_SHOWN])
+    more = f" +{len(applied) - TABLES_SHOWN} more" if len(applied) > TABLES_SHOWN else ""
+    noun = "table" if len(applied) == 1 else "tables"
+    return f"{len(applied)} {noun} ({shown}{more})"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from capture.errors import WalcastError
 from pipeline import kafka, preflight, quarantine, sequencing
 from pipeline.errors import SparkJobError, WrongFormatError, first_line
 from pipeline.formats import parser_for
@@ -161,7 +162,7 @@ class NormalizeJob:
     """Where the per-batch lines and the summary go."""
     totals: BatchTotals = field(default_factory=BatchTotals, init=False)
     """What the running (or finished) query did."""
-    failure: WrongFormatError | None = field(default=None, init=False)
+    failure: WalcastError | None = field(default=None, init=False)
     """The job's own error, raised inside a batch (Spark wraps it)."""
     cluster_topics: set[str] | None = field(default=None, init=False)
     """The cluster's topics, once :meth:`check` asked (before any Spark session)."""
@@ -221,7 +222,9 @@ class NormalizeJob:
             started = time.monotonic()
             records = batch.persist() if parser.scans_records_twice else batch
             try:
-                layouts = read_layouts(spark, self.bootstrap, layout_topic).cache()
+                layouts = read_layouts(
+                    spark, self.bootstrap, layout_topic, timeout=self.kafka_timeout
+                ).cache()
                 result = normalize_frame(
                     records, parser, layouts, store.load(batch_id), persist=True
                 )
@@ -233,16 +236,15 @@ class NormalizeJob:
                 }
                 first = totals.batches == 0
                 totals.add(written, reasons)
-                try:
-                    self._check_quarantine(totals, reasons, written, first=first)
-                except WrongFormatError as exc:
-                    self.failure = exc
-                    raise
+                self._check_quarantine(totals, reasons, written, first=first)
                 changes_sink.add_batch(batch_id, result.changes)
                 quarantine_sink.add_batch(batch_id, result.quarantine)
                 store.save(batch_id, result.state)
                 result.release()
                 layouts.unpersist()
+            except WalcastError as exc:  # ours (a wrong format, Kafka gone): Spark wraps it
+                self.failure = exc
+                raise
             finally:
                 if records is not batch:
                     records.unpersist()
@@ -250,7 +252,7 @@ class NormalizeJob:
             self.report(
                 f"walcast spark normalize: batch {batch_id}: {written:,} changes written, "
                 f"quarantined {_reasons_text(reasons)}, "
-                f"{_rate(written + sum(reasons.values()), seconds)} rows/s; offsets {offsets}"
+                f"{rate_text(written + sum(reasons.values()), seconds)} rows/s; offsets {offsets}"
             )
 
         stream = kafka.read_stream(
@@ -327,12 +329,13 @@ class NormalizeJob:
         self.report(
             f"walcast spark normalize: done: {totals.batches} batches, {totals.written:,} "
             f"changes written to {self.output}, quarantined "
-            f"{_reasons_text(totals.reasons)}, {_rate(totals.rows, seconds)} rows/s "
+            f"{_reasons_text(totals.reasons)}, {rate_text(totals.rows, seconds)} rows/s "
             f"in {seconds:.1f} s"
         )
 
 
-def _rate(rows: int, seconds: float) -> str:
+def rate_text(rows: int, seconds: float) -> str:
+    """Rows per second as a batch line shows it (no decimals from 100 on)."""
     rate = rows / max(seconds, 1e-3)
     return f"{rate:,.0f}" if rate >= 100 else f"{rate:.1f}"
 

@@ -106,6 +106,22 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
     assert batch.endswith(f"rows/s; offsets {topic}[0] 0-{last}"), batch  # one partition
     assert lines[-1].startswith("walcast spark normalize: done: 1 batches, 200 changes written")
 
+    folded = sc.walcast(
+        "spark", "materialize", "--input", str(tmp_path / "right" / "out"),
+        "--output", str(tmp_path / "state"), "--checkpoint", str(tmp_path / "state-cp"),
+        "--bootstrap-servers", kafka_bootstrap, "--parquet", "--available-now",
+    )  # fmt: skip
+    assert folded.returncode == 0, folded.stderr[-3000:]
+    batch, done = folded.stderr.splitlines()  # nothing else: no Spark or JVM notice
+    assert batch.startswith("walcast spark materialize: batch 0: 200 changes into "), batch
+    tables = sorted(p.name for p in (tmp_path / "state" / "shop").iterdir())
+    assert f" {len(tables)} tables (" in batch
+    assert all(f"shop.{t} " in batch for t in tables), (batch, tables)
+    assert done.startswith(
+        f"walcast spark materialize: done: 1 batches, 200 changes into {len(tables)} tables "
+        f"under {tmp_path / 'state'}, "
+    ), done
+
 
 @pytest.mark.parametrize(("given", "expected"), [([], None), (["--min-partitions", "0"], 0)])
 def test_min_partitions_reaches_the_job(given: list[str], expected: int | None) -> None:
@@ -138,3 +154,17 @@ def test_materialize_of_a_missing_input_is_one_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert_one_line_error(done, "--input", "never-normalized", "walcast spark normalize")
+
+
+def test_materialize_with_a_dead_broker_is_one_line_within_the_timeout(tmp_path: Path) -> None:
+    dead = dead_address()
+    (tmp_path / "in").mkdir()
+    started = time.monotonic()
+    done = sc.walcast(
+        "spark", "materialize", "--input", str(tmp_path / "in"),
+        "--output", str(tmp_path / "state"), "--checkpoint", str(tmp_path / "cp"),
+        "--bootstrap-servers", dead, "--kafka-timeout", "3", "--available-now",
+    )  # fmt: skip
+    assert time.monotonic() - started < 60
+    assert done.returncode == 4
+    assert_one_line_error(done, dead, "did not answer within 3 s", "--bootstrap-servers")
