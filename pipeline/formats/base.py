@@ -28,7 +28,7 @@ is reported in ``error`` rather than raised; fields the format does not carry ar
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, ClassVar
 
 from pyspark.sql import Column, DataFrame, Window
@@ -144,15 +144,24 @@ def no_changes() -> Column:
 # ------------------------------------------------------------------ layouts
 
 
-def attach_layout(df: DataFrame, layouts: DataFrame, schema: str, table: str) -> DataFrame:
+def attach_layout(
+    df: DataFrame,
+    layouts: DataFrame,
+    schema: str,
+    table: str,
+    convert_types: Collection[str] = (),
+) -> DataFrame:
     """Add ``_layout`` (the newest layout of ``(df[schema], df[table])``, or null).
 
-    ``_layout`` holds ``version, replica_identity, primary_key, field_count`` and
-    ``types`` (``map<column, pg type>``). The type map is built once per layout on the
-    layout side, not per change: building it from ``columns`` takes ``transform``
-    lambdas, which Spark interprets row by row. The layout set is small, so it is
-    broadcast: no shuffle of ``df``.
+    ``_layout`` holds ``version, replica_identity, primary_key, field_count``, ``types``
+    (``map<column, pg type>``) and ``convert`` (the entries of ``types`` whose type is in
+    ``convert_types``: the columns :func:`canonical_image` rewrites). The maps are built
+    once per layout on the layout side, not per change: building them takes lambdas,
+    which Spark interprets row by row. The layout set is small, so it is broadcast: no
+    shuffle of ``df``.
     """
+    wanted = F.array(*[F.lit(t) for t in sorted(convert_types)]).cast("array<string>")
+    types = column_types(F.col("columns"))
     latest = latest_layouts(layouts).select(
         F.col("schema").alias("_l_schema"),
         F.col("table").alias("_l_table"),
@@ -161,7 +170,8 @@ def attach_layout(df: DataFrame, layouts: DataFrame, schema: str, table: str) ->
             "replica_identity",
             "primary_key",
             "field_count",
-            column_types(F.col("columns")).alias("types"),
+            types.alias("types"),
+            F.map_filter(types, lambda _k, v: F.array_contains(wanted, v)).alias("convert"),
         ).alias("_layout"),
     )
     joined = df.join(
@@ -177,17 +187,25 @@ def layout_types(layout: Column) -> Column:
     return layout["types"]
 
 
-def canonical_image(image: Column, types: Column, convert: Mapping[str, Any]) -> Column:
+def canonical_image(
+    image: Column, types: Column, convert: Mapping[str, Any], targets: Column | None = None
+) -> Column:
     """Apply ``convert[type](value)`` to each value of ``image`` whose type is known.
 
     ``types`` is a ``map<column, pg type>`` (may be null: the image is returned as is).
     ``convert`` maps a PostgreSQL type name to a function of the value column.
+    ``targets``, when given, is the part of ``types`` whose type is in ``convert`` (a
+    layout's ``convert``, :func:`attach_layout`), or null where it is not known. With it,
+    an image of a table without such columns is kept as it is, and the (interpreted)
+    lambda looks each value's column up in that small map and skips the type tests for
+    the others, instead of scanning the whole type map per value (measured, 1M canal
+    changes: the warm parse 11.3-11.7 s → 10.6 s; a ``map_concat`` of only the rewritten
+    values was slower, 12.0-13.1 s, its key de-duplication costing more than it saved).
     """
     if not convert:
         return image
 
-    def per_value(key: Column, value: Column) -> Column:
-        kind = F.element_at(types, key)
+    def rewritten(value: Column, kind: Column) -> Column:
         expr = None
         for type_name, fn in convert.items():
             cond = kind == F.lit(type_name)
@@ -195,8 +213,22 @@ def canonical_image(image: Column, types: Column, convert: Mapping[str, Any]) ->
         assert expr is not None
         return F.when(value.isNull(), value).otherwise(expr.otherwise(value))
 
-    return F.when(types.isNull() | image.isNull(), image).otherwise(
-        F.transform_values(image, per_value)
+    every_value = F.transform_values(
+        image, lambda key, value: rewritten(value, F.element_at(types, key))
+    )
+    unknown = types.isNull() | image.isNull()
+    if targets is None:
+        return F.when(unknown, image).otherwise(every_value)
+
+    def target_value(key: Column, value: Column) -> Column:
+        kind = F.element_at(targets, key)
+        return F.when(kind.isNull(), value).otherwise(rewritten(value, kind))
+
+    return (
+        F.when(unknown, image)
+        .when(targets.isNull(), every_value)
+        .when(F.size(targets) == 0, image)
+        .otherwise(F.transform_values(image, target_value))
     )
 
 

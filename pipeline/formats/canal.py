@@ -191,7 +191,8 @@ class CanalParser(Parser):
                 j["table"].alias("_table"),
             )
         )
-        df = attach_layout(parsed, layouts, "_schema", "_table")
+        df = attach_layout(parsed, layouts, "_schema", "_table", convert_types=convert)
+        targets = F.col("_layout.convert")  # null without a layout: every value is looked at
 
         kind = F.upper(j["type"])
         gtid_lsn = pgtext.lsn_number(F.regexp_extract(j["gtid"], _GTID, 2))
@@ -219,8 +220,8 @@ class CanalParser(Parser):
         rows = F.when(kind == "DELETE", F.coalesce(j["data"], j["old"])).otherwise(j["data"])
         df = df.select(
             "*",
-            canonical_image(F.element_at(rows, 1), types, convert).alias("_row1"),
-            canonical_image(F.element_at(j["old"], 1), types, convert).alias("_old1"),
+            canonical_image(F.element_at(rows, 1), types, convert, targets).alias("_row1"),
+            canonical_image(F.element_at(j["old"], 1), types, convert, targets).alias("_old1"),
         )
         common = {
             "format": F.lit(self.name),
@@ -238,8 +239,8 @@ class CanalParser(Parser):
 
         def row_change(row: Column, i: Column, old_row: Column | None = None) -> Column:
             if old_row is None:  # inside transform(): convert here
-                row = canonical_image(row, types, convert)
-                old_row = canonical_image(F.element_at(j["old"], i + 1), types, convert)
+                row = canonical_image(row, types, convert, targets)
+                old_row = canonical_image(F.element_at(j["old"], i + 1), types, convert, targets)
             old = F.coalesce(old_row, F.create_map().cast("map<string,string>"))
             op = F.element_at(F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), kind)
             before = F.when(kind == "UPDATE", F.map_concat(row, old)).when(kind == "DELETE", row)

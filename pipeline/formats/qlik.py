@@ -122,7 +122,12 @@ class QlikParser(Parser):
             )
             .alias("_table"),
         )
-        df = attach_layout(parsed, layouts, "_schema", "_table")
+        convert = {
+            "bool": pgtext.bool_text,
+            "bytea": pgtext.bytea_from_hex,
+        }
+        df = attach_layout(parsed, layouts, "_schema", "_table", convert_types=convert)
+        targets = F.col("_layout.convert")
         j = F.col("j")
         msg = j["message"]
         headers = msg["headers"]
@@ -130,16 +135,12 @@ class QlikParser(Parser):
             F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), headers["operation"]
         )
         types = layout_types(F.col("_layout"))
-        convert = {
-            "bool": pgtext.bool_text,
-            "bytea": pgtext.bytea_from_hex,
-        }
         # Images are columns of their own (two projections): several expressions read
         # each, and a projection would otherwise evaluate their lambdas once per use.
         df = df.select(
             "*",
-            canonical_image(msg["data"], types, convert).alias("_data"),
-            canonical_image(msg["beforeData"], types, convert).alias("_before_data"),
+            canonical_image(msg["data"], types, convert, targets).alias("_data"),
+            canonical_image(msg["beforeData"], types, convert, targets).alias("_before_data"),
         )
         data, before_data = F.col("_data"), F.col("_before_data")
         df = df.withColumn("_present", masked(data, headers["columnMask"]))
