@@ -25,8 +25,8 @@ Read as Qlik defines it (``schemas/qlik.schema.json``):
   become ``t``/``f`` and bytea (hex) ``\x…``.
 """
 
-# ruff: noqa: N812, FBT003
-# (PySpark idioms: `functions as F`, `F.lit(True)`)
+# ruff: noqa: N812
+# (PySpark idiom: `functions as F`)
 from __future__ import annotations
 
 from typing import ClassVar
@@ -61,38 +61,53 @@ _OPS = {
 }
 
 
-def mask_bit(mask: Column, index: Column) -> Column:
-    """Whether bit ``index`` (0-based column index) of a little-endian hex mask is set."""
-    byte = F.conv(F.substring(mask, F.floor(index / 8).cast("int") * 2 + 1, F.lit(2)), 16, 10).cast(
-        "int"
-    )
-    bit = F.floor(byte / F.pow(F.lit(2), index % 8)) % 2
-    return F.coalesce(bit == 1, F.lit(False))
+def mask_bits(mask: Column) -> Column:
+    """A hex mask as a string of ``0``/``1``, character *i* the bit of column *i*.
 
-
-def masked(image: Column, mask: Column) -> Column:
-    """``image`` without the columns whose bit in ``mask`` is clear (all kept without a mask)."""
-    entries = F.transform(
-        F.map_entries(image),
-        lambda e, i: F.struct(
-            e["key"].alias("key"), e["value"].alias("value"), mask_bit(mask, i).alias("on")
+    Little-endian: byte *b* (hex digits *2b*, *2b+1*) holds columns *8b* to *8b+7*, its
+    lowest bit first. Built once per message (one lambda step per byte), so that a
+    column's bit is then one ``substring`` (:func:`mask_bit`), not the byte arithmetic
+    once per column and mask. A byte that is not hex reads as all clear; a mask of fewer
+    than two digits as no bits.
+    """
+    last_byte = F.floor(F.length(mask) / 2).cast("int") - 1
+    byte_bits = F.transform(
+        F.sequence(F.lit(0), F.greatest(last_byte, F.lit(0))),
+        lambda b: F.reverse(
+            F.lpad(F.coalesce(F.conv(F.substring(mask, b * 2 + 1, 2), 16, 2), F.lit("0")), 8, "0")
         ),
     )
-    kept = F.filter(entries, lambda e: e["on"])
-    return F.when(mask.isNull() | image.isNull(), image).otherwise(
-        F.map_from_entries(F.transform(kept, lambda e: F.struct(e["key"], e["value"])))
+    return F.when(last_byte >= 0, F.array_join(byte_bits, "")).otherwise(F.lit(""))
+
+
+def mask_bit(bits: Column, index: Column) -> Column:
+    """Whether bit ``index`` (0-based column index) of :func:`mask_bits` is set."""
+    return F.substring(bits, index + 1, 1) == F.lit("1")
+
+
+def masked(image: Column, mask: Column, bits: Column) -> Column:
+    """``image`` without the columns whose bit in ``mask`` is clear (all kept without a mask).
+
+    ``bits`` is ``mask_bits(mask)``, a column of its own so that it is built once.
+    """
+    keys = F.filter(F.map_keys(image), lambda _k, i: mask_bit(bits, i))
+    values = F.filter(F.map_values(image), lambda _v, i: mask_bit(bits, i))
+    every_bit_set = (F.length(bits) >= F.size(image)) & ~F.substring(
+        bits, 1, F.size(image)
+    ).contains("0")
+    return (
+        F.when(mask.isNull() | image.isNull(), image)
+        .when(every_bit_set, image)
+        .otherwise(F.map_from_arrays(keys, values))
     )
 
 
-def mask_names(image: Column, mask: Column, *, set_bits: bool) -> Column:
-    """Names of ``image``'s columns whose ``mask`` bit is set (or clear)."""
-    flagged = F.filter(
-        F.transform(
-            F.map_keys(image), lambda k, i: F.struct(k.alias("k"), mask_bit(mask, i).alias("on"))
-        ),
-        lambda e: e["on"] if set_bits else ~e["on"],
+def mask_names(image: Column, bits: Column, *, set_bits: bool) -> Column:
+    """Names of ``image``'s columns whose bit in ``bits`` (:func:`mask_bits`) is set (or clear)."""
+    return F.filter(
+        F.map_keys(image),
+        (lambda _k, i: mask_bit(bits, i)) if set_bits else (lambda _k, i: ~mask_bit(bits, i)),
     )
-    return F.transform(flagged, lambda e: e["k"])
 
 
 class QlikParser(Parser):
@@ -143,7 +158,13 @@ class QlikParser(Parser):
             canonical_image(msg["beforeData"], types, convert, targets).alias("_before_data"),
         )
         data, before_data = F.col("_data"), F.col("_before_data")
-        df = df.withColumn("_present", masked(data, headers["columnMask"]))
+        df = df.withColumns(
+            {
+                "_column_bits": mask_bits(headers["columnMask"]),
+                "_change_bits": mask_bits(headers["changeMask"]),
+            }
+        )
+        df = df.withColumn("_present", masked(data, headers["columnMask"], F.col("_column_bits")))
         present = F.col("_present")
         lsn = pgtext.lsn_number(headers["streamPosition"])
         xid = pgtext.hex_number(headers["transactionId"])
@@ -163,12 +184,12 @@ class QlikParser(Parser):
             after=F.when(op.isin("insert", "update"), present),
             unchanged_toast=F.when(
                 (op == "update") & headers["columnMask"].isNotNull(),
-                mask_names(data, headers["columnMask"], set_bits=False),
+                mask_names(data, F.col("_column_bits"), set_bits=False),
             ).otherwise(empty_names()),
             changed_columns=F.when(op.isin("delete", "truncate"), empty_names()).otherwise(
                 F.when(
                     headers["changeMask"].isNotNull(),
-                    mask_names(data, headers["changeMask"], set_bits=True),
+                    mask_names(data, F.col("_change_bits"), set_bits=True),
                 )
             ),
             column_types=types,

@@ -141,6 +141,44 @@ def test_qlik_community_example(spark) -> None:
     assert change["commit_time"] == utc(2023, 9, 11, 3, 23, 25)
 
 
+@pytest.mark.parametrize(
+    ("mask", "kept", "changed"),
+    [
+        ("FF01", "abcdefghi", "abcdefghi"),  # every column of nine: the image as it is
+        ("ff", "abcdefgh", "abcdefgh"),  # the ninth column's bit is missing: clear
+        ("9A01", "bdehi", "bdehi"),  # 0x9A = 1001 1010: columns 2, 4, 5, 8 (1-based)...
+        ("0001", "i", "i"),  # ... and 0x01 in the second byte: column 9
+        ("", "", ""),  # no bits
+        ("F", "", ""),  # half a byte: no bits
+        ("zzFF", "i", "i"),  # a byte that is not hex: all clear; the second sets column 9
+        (None, "abcdefghi", ""),  # no mask: every column kept, none named
+    ],
+)
+def test_qlik_masks_name_columns_in_little_endian_bit_order(
+    spark, mask: str | None, kept: str, changed: str
+) -> None:
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    from pipeline.formats.qlik import mask_bits, mask_names, masked  # noqa: PLC0415
+
+    image = F.create_map(*[F.lit(x) for c in "abcdefghi" for x in (c, c.upper())])
+    mask_col = F.lit(mask).cast("string")
+    row = (
+        spark.range(1)
+        .select(mask_bits(mask_col).alias("bits"))
+        .select(
+            masked(image, mask_col, F.col("bits")).alias("kept"),
+            mask_names(image, F.col("bits"), set_bits=True).alias("set"),
+            mask_names(image, F.col("bits"), set_bits=False).alias("clear"),
+        )
+        .first()
+    )
+    assert row is not None
+    assert row["kept"] == {c: c.upper() for c in kept}  # (a collected map has no order)
+    assert "".join(row["set"]) == changed
+    assert "".join(row["clear"]) == "".join(c for c in "abcdefghi" if c not in changed)
+
+
 def test_shareplex_examples(spark) -> None:
     values = [(None, seed("shareplex", f"dts_{n}.json")) for n in ("insert", "update", "delete")]
     changes, quarantine = parse(spark, "shareplex", values)
