@@ -60,6 +60,10 @@ _GENERIC_TYPES = {
 }
 
 
+_REWRITTEN_TYPES = ("BOOLEAN", "BYTES", "DATE")
+"""DataWorks types whose values :func:`_value_text` rewrites (the others keep their text)."""
+
+
 def _value_text(dw_type: Column, pg_type: Column, value: Column) -> Column:
     """PostgreSQL text of one DataWorks value of type ``dw_type``."""
     is_ms = value.rlike("^-?[0-9]+$")
@@ -104,17 +108,26 @@ class DataWorksParser(Parser):
         # again for every value.
         df = df.withColumn("_dw_types", column_types(columns))
         dw_types = F.col("_dw_types")
+        # The columns whose values are rewritten (the others keep their text): a small map
+        # of its own, so that a value's lookup scans it, not every column's type three
+        # times, and an image of a table without such columns is kept as it is.
+        df = df.withColumn(
+            "_dw_rewritten",
+            F.map_filter(dw_types, lambda _k, v: v.isin(*_REWRITTEN_TYPES)),
+        )
+        rewritten = F.col("_dw_rewritten")
         pg_types = layout_types(F.col("_layout"))
+
+        def value_text(key: Column, value: Column) -> Column:
+            kind = F.element_at(rewritten, key)
+            return F.when(kind.isNull(), value).otherwise(
+                _value_text(kind, F.coalesce(F.element_at(pg_types, key), F.lit("")), value)
+            )
 
         def image(which: str) -> Column:
             raw = payload[which]["dataColumn"]
-            return F.transform_values(
-                raw,
-                lambda k, v: _value_text(
-                    F.element_at(dw_types, k),
-                    F.coalesce(F.element_at(pg_types, k), F.lit("")),
-                    v,
-                ),
+            return F.when(F.size(rewritten) == 0, raw).otherwise(
+                F.transform_values(raw, value_text)
             )
 
         # The images are columns of their own: each is read by several expressions
