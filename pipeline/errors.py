@@ -6,7 +6,14 @@ every other walcast command does, with the exit code of their family.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from capture.errors import ConfigError, WalcastError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql.streaming.query import StreamingQuery
 
 
 class TopicMissingError(ConfigError):
@@ -35,3 +42,24 @@ def first_line(exc: BaseException) -> str:
         if line.strip():
             return line.strip()[:500]
     return type(exc).__name__
+
+
+def await_query(
+    query: StreamingQuery, job: str, own_failure: Callable[[], WalcastError | None]
+) -> None:
+    """Wait until ``query`` ends; a failure is one WalcastError line.
+
+    ``own_failure()`` is asked after the query failed: the job's own error, raised inside a
+    batch (Spark wraps it), is raised as it is; any other failure is Spark's first line
+    (:class:`SparkJobError`, exit 1).
+    """
+    try:
+        query.awaitTermination()
+    except Exception as exc:  # noqa: BLE001 - Spark's errors carry pages of Java stack
+        failure = own_failure()
+        if failure is not None:
+            raise failure from None
+        raise SparkJobError(
+            f"the {job} query failed: {first_line(exc)}",
+            hint="see the Spark log (WALCAST_SPARK_LOG_LEVEL=INFO) for details",
+        ) from None

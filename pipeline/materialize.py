@@ -49,7 +49,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from capture.errors import WalcastError
 from pipeline import preflight
-from pipeline.errors import SparkJobError, first_line
+from pipeline.errors import await_query
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
 from pipeline.layouts import latest_layouts, read_layouts
 from pipeline.model import NORMALIZED
@@ -244,16 +244,7 @@ class MaterializeJob:
         A failure is one WalcastError: the job's own (Kafka gone), or Spark's first line.
         """
         started = time.monotonic()
-        query = self.start(spark)
-        try:
-            query.awaitTermination()
-        except Exception as exc:  # noqa: BLE001 - Spark's errors carry pages of Java stack
-            if self.failure is not None:
-                raise self.failure from None
-            raise SparkJobError(
-                f"the materialize query failed: {first_line(exc)}",
-                hint="see the Spark log (WALCAST_SPARK_LOG_LEVEL=INFO) for details",
-            ) from None
+        await_query(self.start(spark), "materialize", lambda: self.failure)
         totals = self.totals
         seconds = time.monotonic() - started
         self.report(

@@ -32,7 +32,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from capture.errors import WalcastError
 from pipeline import kafka, preflight, quarantine, sequencing
-from pipeline.errors import SparkJobError, WrongFormatError, first_line
+from pipeline.errors import WrongFormatError, await_query
 from pipeline.formats import parser_for
 from pipeline.formats.base import ERR_MALFORMED, Parser
 from pipeline.layouts import read_layouts
@@ -311,19 +311,7 @@ class NormalizeJob:
         A failure is one WalcastError: the job's own (a wrong format), or Spark's first line.
         """
         started = time.monotonic()
-        query = self.start(spark)
-        failure: BaseException | None = None
-        try:
-            query.awaitTermination()
-        except Exception as exc:  # noqa: BLE001 - StreamingQueryException wraps the cause
-            failure = exc
-        if failure is not None:
-            if self.failure is not None:
-                raise self.failure from None
-            raise SparkJobError(
-                f"the normalize query failed: {first_line(failure)}",
-                hint="see the Spark log (WALCAST_SPARK_LOG_LEVEL=INFO) for details",
-            ) from None
+        await_query(self.start(spark), "normalize", lambda: self.failure)
         totals = self.totals
         seconds = time.monotonic() - started
         self.report(
