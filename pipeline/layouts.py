@@ -38,6 +38,20 @@ from pyspark.sql.types import StructType
 from capture.schema_files import require_schema
 from pipeline.schemas import to_spark_type
 
+DEFAULT_LAYOUT_TOPIC = "walcast.schemas"
+"""The schema topic ``walcast run`` writes layout records to by default."""
+
+
+def layout_topic_name(given: str | None) -> str | None:
+    """The layout topic a job reads (None: none).
+
+    ``given``; :data:`DEFAULT_LAYOUT_TOPIC` when it is None; none when it is empty.
+    """
+    if given is None:
+        return DEFAULT_LAYOUT_TOPIC
+    return given or None
+
+
 LAYOUT_FIELDS = (
     "schema",
     "table",

@@ -51,9 +51,9 @@ from capture.errors import WalcastError
 from pipeline import preflight
 from pipeline.errors import await_query
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
-from pipeline.layouts import latest_layouts, read_layouts
+from pipeline.layouts import latest_layouts, layout_topic_name, read_layouts
 from pipeline.model import NORMALIZED
-from pipeline.normalize import DEFAULT_LAYOUT_TOPIC, rate_text
+from pipeline.normalize import rate_text
 from pipeline.session import session_uses_delta
 from pipeline.stores import (
     CURRENT,
@@ -165,11 +165,7 @@ class MaterializeJob:
     @property
     def layout_topic_name(self) -> str | None:
         """The layout topic read per batch (None: none, or no ``bootstrap``)."""
-        if not self.bootstrap:
-            return None
-        if self.layout_topic is None:
-            return DEFAULT_LAYOUT_TOPIC
-        return self.layout_topic or None
+        return layout_topic_name(self.layout_topic) if self.bootstrap else None
 
     def check(self) -> set[str]:
         """Ask Kafka for its topics when layouts are read from it (one line if none answers)."""

@@ -35,7 +35,7 @@ from pipeline import kafka, preflight, quarantine, sequencing
 from pipeline.errors import WrongFormatError, await_query
 from pipeline.formats import parser_for
 from pipeline.formats.base import ERR_MALFORMED, Parser
-from pipeline.layouts import read_layouts
+from pipeline.layouts import layout_topic_name, read_layouts
 from pipeline.model import PARTITION_COLUMNS
 from pipeline.sinks import ExactlyOnceParquet
 from pipeline.state import StateStore
@@ -95,10 +95,6 @@ def normalize_frame(
     )
 
 
-DEFAULT_LAYOUT_TOPIC = "walcast.schemas"
-"""The schema topic ``walcast run`` writes layout records to by default."""
-
-
 @dataclass(slots=True)
 class BatchTotals:
     """What the job did so far: batches, changes written, quarantined messages by reason."""
@@ -132,7 +128,7 @@ class NormalizeJob:
     quarantine: str | None = None
     """Default: ``<output>_quarantine``."""
     layout_topic: str | None = None
-    """Default: :data:`DEFAULT_LAYOUT_TOPIC`, where ``walcast run`` writes (empty: none).
+    """Default: ``walcast.schemas``, where ``walcast run`` writes (empty: none).
 
     Read only if it exists: a reader never creates it."""
     parser_options: Mapping[str, str] = field(default_factory=dict)
@@ -187,9 +183,7 @@ class NormalizeJob:
     @property
     def layout_topic_name(self) -> str | None:
         """The layout topic read per batch (None: none)."""
-        if self.layout_topic is None:
-            return DEFAULT_LAYOUT_TOPIC
-        return self.layout_topic or None
+        return layout_topic_name(self.layout_topic)
 
     @property
     def source_options(self) -> dict[str, str]:

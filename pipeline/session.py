@@ -164,8 +164,8 @@ def _log4j_config(level: str) -> Path:
         "rootLogger.appenderRef.stderr.ref = console\n"
         # PySpark's driver starts as a shell: it logs at this logger's level and prints
         # "Setting default log level to ..." when it differs from the root's; keep them equal.
-        "logger.repl.name = org.apache.spark.api.python.PythonGatewayServer\n"
-        f"logger.repl.level = {level.lower()}\n"
+        "logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer\n"
+        f"logger.gateway.level = {level.lower()}\n"
         "appender.console.type = Console\n"
         "appender.console.name = console\n"
         "appender.console.target = SYSTEM_ERR\n"
