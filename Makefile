@@ -10,7 +10,7 @@ PYTHON := $(VENV)/bin/python
 SERVICES := scripts/local-services
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup demo test unit lint typecheck bench services-start services-stop
+.PHONY: setup demo test test-versions unit lint typecheck bench services-start services-stop
 
 $(PYTHON):
 	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
@@ -42,6 +42,15 @@ unit: $(PYTHON)
 
 test: setup lint typecheck
 	eval "$$($(SERVICES) start all)" && $(PYTHON) -m pytest -q
+
+# The capture core (tests marked `core`) once per PostgreSQL major, in one pytest session
+# (test ids [pg13] ...). 15 is Debian's; the others are fetched once from Maven Central and
+# started beside it by scripts/local-services (WALCAST_PG_VERSION). One major:
+# `make test-versions PG_MAJORS=13`.
+PG_MAJORS ?= 13 14 15 16 17 18
+test-versions: setup
+	eval "$$($(SERVICES) start kafka)" && \
+	  WALCAST_TEST_PG_VERSIONS="$(PG_MAJORS)" $(PYTHON) -m pytest -q -m core
 
 bench: setup
 	eval "$$($(SERVICES) start all)" && \

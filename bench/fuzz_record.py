@@ -78,6 +78,26 @@ def main() -> int:
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"CREATE PUBLICATION {publication} FOR TABLES IN SCHEMA {schema}")
+            # --binary refuses money (its text depends on lc_monetary): binary sessions
+            # read a publication that leaves that column out (a column list).
+            tables = [
+                f"{schema}.{r[0]}"
+                for r in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", (schema,)
+                ).fetchall()
+            ]
+            columns = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
+                    "AND attnum > 0 AND NOT attisdropped AND attname <> 'c_money' ORDER BY attnum",
+                    (f"{schema}.all_types",),
+                ).fetchall()
+            ]
+            listed = [
+                f"{t} ({', '.join(columns)})" if t.endswith(".all_types") else t for t in tables
+            ]
+            conn.execute(f"CREATE PUBLICATION {publication}_bin FOR TABLE {', '.join(listed)}")
             for name, slot in slots.items():
                 conn.execute(
                     "SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
@@ -91,7 +111,9 @@ def main() -> int:
                 options = SESSIONS[name]
                 args = [
                     "proto_version", str(options["proto_version"]),
-                    "publication_names", publication, "messages", "true",
+                    "publication_names",
+                    f"{publication}_bin" if options["binary"] else publication,
+                    "messages", "true",
                 ]  # fmt: skip
                 if options["binary"]:
                     args += ["binary", "true"]
@@ -123,7 +145,7 @@ def main() -> int:
                     "WHERE slot_name = %s",
                     (slot,),
                 )
-            conn.execute(f"DROP PUBLICATION IF EXISTS {publication}")
+            conn.execute(f"DROP PUBLICATION IF EXISTS {publication}, {publication}_bin")
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     return 0
 

@@ -76,6 +76,25 @@ class AccessDeniedError(SetupError):
     """
 
 
+class SlotInUseError(SetupError):
+    """Another process streams the slot (``pid``, the walsender serving it).
+
+    Terminal for a front door: walcast never ends another consumer's connection. The daemon
+    recognises its own previous walsender, left behind by a network cut that the server has
+    not noticed yet, and ends that one (see :mod:`capture.daemon.runner`).
+    """
+
+    def __init__(self, slot: str, pid: int, *, detail: str = "") -> None:
+        self.slot = slot
+        self.pid = pid
+        super().__init__(
+            f"replication slot {slot!r} is in use by another process (PID {pid})"
+            + (f": {detail}" if detail else ""),
+            hint="stop the other consumer, or use a different --slot; a walcast that lost "
+            "its connection is let go by the server within wal_sender_timeout",
+        )
+
+
 class ConnectionLostError(WalcastError):
     """The replication connection broke or could not be made; retried with backoff."""
 
@@ -148,3 +167,37 @@ class UnknownRelationError(WalcastError):
     """A change names a relation OID for which no Relation message was received."""
 
     exit_code = 5
+
+
+class BinaryTypeError(ConfigError):
+    """In binary mode (``--binary``), a published column has a type walcast cannot decode.
+
+    walcast never emits bytes it cannot render: a column whose type's binary send format
+    cannot be turned back into the type's exact text (money, regclass, an unknown
+    extension type ...) stops the stream instead. Raised at start-up for the columns the
+    publications already have, and by the relation cache when a Relation message brings
+    one (DDL while streaming), naming the table, column, type and WAL position. Terminal:
+    the same column fails the same way until a human drops ``--binary``, leaves the table
+    out of the publication, or changes the column's type.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        relation: str,
+        column: str,
+        type_name: str,
+        lsn: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.relation = relation
+        self.column = column
+        self.type_name = type_name
+        self.lsn = lsn
+        super().__init__(
+            message,
+            hint=hint
+            or f"run without --binary, leave {relation} out of the publication, or change "
+            f"the type of column {column}",
+        )

@@ -195,6 +195,11 @@ class PositionLedger:
         """Units (transactions and chunks) produced but not yet passed."""
         return sum(1 for u in self._queue if u.commit_lsn != -1)
 
+    @property
+    def waiting(self) -> bool:
+        """Something was produced and not yet passed (safe to read from another thread)."""
+        return len(self._queue) > 0
+
     def oldest_pending(self) -> TxnPosition | None:
         """The unit acknowledgement waits for (checkpoints excluded)."""
         return next((u for u in self._queue if u.commit_lsn != -1), None)

@@ -10,18 +10,26 @@ Invariants:
 * A Type message is applied before the Relation that uses the type (the server sends
   them in that order), so the compiled decoders see the type's name.
 * A later Relation message for the same OID replaces the table (its layout changed).
+* In binary mode (``binary=True``) every column's type must decode exactly from its send
+  format (see :mod:`capture.types.registry`): a Relation message with a column the
+  registry refuses raises :class:`~capture.errors.BinaryTypeError` naming the table,
+  column, type and WAL position, before any row of it is decoded, so nothing undecodable
+  ever reaches an encoder. Non-built-in types are first described from the catalog
+  (``type_resolver``), once per type: a Type message alone does not say how a type's
+  send format looks. Text mode is unaffected (no check, no catalog query).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
-from capture.errors import UnknownRelationError
+from capture.errors import BinaryTypeError, UnknownRelationError
 from capture.events import Column, Table
 from capture.lsn import format_lsn
 from capture.pgoutput.decoder import all_text_kinds
 from capture.pgoutput.messages import Relation, ReplicaIdentity, Type
 from capture.types import TypeRegistry
+from capture.types.facts import TypeFacts
 
 KeyResolver = Callable[[int, str, str], tuple[str, ...] | None]
 """(relation OID, schema, table) → primary-key column names, or None when unknown."""
@@ -32,6 +40,11 @@ message names a type (a domain by its base type; ``""`` or ``pg_catalog`` for bu
 or None when the catalog does not know it. Raises a WalcastError (e.g.
 ConnectionLostError) when the catalog cannot be asked."""
 
+TypeResolver = Callable[[Sequence[int]], Mapping[int, TypeFacts]]
+"""Type OIDs → catalog facts of them and of every type they are built from (see
+:func:`capture.replication.binary_check.describe_types`); raises a WalcastError when the
+catalog cannot be asked."""
+
 
 class RelationCache:
     """Tables and types known from the stream so far.
@@ -41,6 +54,10 @@ class RelationCache:
     ``element_resolver`` (optional) looks up the element type of an array of a
     non-catalog type (a domain's array, whose binary elements carry the domain's OID that
     no Type message may have named); it is called once per such array type.
+    ``binary`` says the stream asked for binary values: columns the registry cannot
+    decode exactly are then refused (see the module docstring). ``type_resolver``
+    (optional, used only in binary mode) describes non-built-in column types from the
+    catalog; without it such types stay refused (except domains over built-ins).
     """
 
     def __init__(
@@ -48,10 +65,15 @@ class RelationCache:
         types: TypeRegistry | None = None,
         key_resolver: KeyResolver | None = None,
         element_resolver: ElementResolver | None = None,
+        *,
+        binary: bool = False,
+        type_resolver: TypeResolver | None = None,
     ) -> None:
         self.types = types if types is not None else TypeRegistry()
         self.key_resolver = key_resolver
         self.element_resolver = element_resolver
+        self.binary = binary
+        self.type_resolver = type_resolver
         self._tables: dict[int, Table] = {}
         self.tables_by_id = self._tables
         """Read-only view for hot paths: relation OID → Table (use :meth:`table` to fail)."""
@@ -64,8 +86,11 @@ class RelationCache:
         """Record a Type message (enum, domain or other non-built-in type)."""
         self.types.register_type(message.type_oid, message.namespace, message.name)
 
-    def apply_relation(self, message: Relation) -> Table:
-        """Record a Relation message and return the compiled table."""
+    def apply_relation(self, message: Relation, *, lsn: int | None = None) -> Table:
+        """Record a Relation message and return the compiled table.
+
+        ``lsn`` is the WAL position of the message (named by a binary-mode refusal).
+        """
         types = self.types
         if self.element_resolver is not None:
             for column in message.columns:
@@ -73,6 +98,8 @@ class RelationCache:
                     found = self.element_resolver(column.type_oid)
                     if found is not None:
                         types.resolve_array_element(column.type_oid, *found)
+        if self.binary:
+            self._check_binary(message, lsn)
         codecs = [types.codec(c.type_oid) for c in message.columns]
         columns = tuple(
             Column(c.name, c.type_oid, codec.name, c.type_modifier, c.is_key)
@@ -105,6 +132,31 @@ class RelationCache:
         self._tables[message.relation_id] = table
         self.rows_by_id[message.relation_id] = (table, all_text_kinds(len(columns)))
         return table
+
+    def _check_binary(self, message: Relation, lsn: int | None) -> None:
+        """Describe the non-built-in column types, then refuse any the registry cannot decode."""
+        types = self.types
+        wanted = sorted({c.type_oid for c in message.columns if types.needs_facts(c.type_oid)})
+        if wanted and self.type_resolver is not None:
+            types.describe(self.type_resolver(wanted))
+        for column in message.columns:
+            refusal = types.binary_refusal(column.type_oid)
+            if refusal is None:
+                continue
+            relation = f"{message.namespace or 'pg_catalog'}.{message.name}"
+            name = types.name_of(column.type_oid)
+            shown = name[1:] + "[]" if name.startswith("_") and len(name) > 1 else name
+            where = ""
+            if lsn is not None:
+                where = f" (Relation message at WAL position {format_lsn(lsn)})"
+            raise BinaryTypeError(
+                f"--binary: column {column.name} of {relation} has type {shown}, which walcast "
+                f"cannot decode from pgoutput's binary format: {refusal}{where}",
+                relation=relation,
+                column=column.name,
+                type_name=shown,
+                lsn=lsn,
+            )
 
     def table(self, relation_id: int, *, lsn: int | None = None) -> Table:
         """The table for ``relation_id``; raises when no Relation message described it."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Final
 
 import structlog
 
@@ -29,13 +30,27 @@ from capture.lsn import format_lsn
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.position import Checkpoint
 from capture.relcache import KeyResolver, RelationCache
+from capture.replication.binary_check import binary_type_resolver, check_binary_columns
 from capture.replication.client import ReplicationStream, StreamOptions
 from capture.replication.protocol import Keepalive
-from capture.replication.setup import Preflight, element_resolver, highest_proto_version
+from capture.replication.setup import (
+    Preflight,
+    element_resolver,
+    highest_proto_version,
+    resolve_failover,
+)
 from capture.replication.side import SideConnection
 from capture.transactions import TransactionAssembler
 
 log = structlog.get_logger("walcast.source")
+
+RECEIVE_TIMEOUT_MARGIN: Final = 10.0
+"""The default receive timeout is the server's ``wal_sender_timeout`` plus this: a live
+walsender sends a keepalive within half its timeout, and answers walcast's reply requests
+(:mod:`capture.replication.client`) at once."""
+DISABLED_SENDER_RECEIVE_TIMEOUT: Final = 70.0
+"""The default receive timeout when the server's ``wal_sender_timeout`` is 0 (disabled):
+walcast's reply requests every status interval still make a live walsender answer."""
 
 
 @dataclass(slots=True)
@@ -56,6 +71,12 @@ class SourceConfig:
     two_phase: bool = False
     start_lsn: int = 0
     status_interval: float = 10.0
+    failover_slot: bool | None = None
+    """Create the slot as a failover slot (None: where the server supports it, 17+, as a
+    primary; see :func:`~capture.replication.setup.resolve_failover`)."""
+    receive_timeout: float | None = None
+    """Seconds without any message from the server before the stream counts as lost (None:
+    :data:`RECEIVE_TIMEOUT_MARGIN` above the server's ``wal_sender_timeout``)."""
     spill_dir: str | None = None
     memory_limit: int = 64 * 1024 * 1024
     hold_transactions: bool = False
@@ -86,20 +107,51 @@ class ReplicationSource:
             preflight.check_proto_version(server, proto)
             if config.two_phase and proto < 3:
                 raise ConfigError("--two-phase: needs protocol version 3 (PostgreSQL 15+)")
+            version = server.version_num
+            if config.binary and version < 140000:
+                raise ConfigError(
+                    f"--binary: binary values need PostgreSQL 14 or newer; the server is "
+                    f"{version // 10000}",
+                    hint="run without --binary",
+                )
+            if config.messages and version < 140000:
+                raise ConfigError(
+                    f"--messages: logical messages need PostgreSQL 14 or newer; the server is "
+                    f"{version // 10000}"
+                )
+            streaming = config.streaming
+            if streaming is None:
+                streaming = "on" if proto >= 2 else "off"
+            if streaming == "parallel" and proto < 4:
+                raise ConfigError(
+                    "--streaming parallel: needs protocol version 4 (PostgreSQL 16+)"
+                )
+            if streaming != "off" and proto < 2:
+                raise ConfigError(
+                    f"--streaming {streaming}: needs protocol version 2 (PostgreSQL 14+)"
+                )
+            failover = resolve_failover(config.failover_slot, server)
             for publication in config.publications:
                 preflight.ensure_publication(
                     publication, create=config.create_publication, tables=config.publish_tables
                 )
+            if config.binary:  # refuse, before the slot exists, what binary cannot render
+                check_binary_columns(preflight.conn, config.publications)
             preflight.ensure_slot(
-                config.slot, server, create=config.create_slot, two_phase=config.two_phase
+                config.slot,
+                server,
+                create=config.create_slot,
+                two_phase=config.two_phase,
+                failover=failover,
             )
-        streaming = config.streaming
-        if streaming is None:
-            streaming = "on" if proto >= 2 else "off"
-        if streaming != "off" and proto < 2:
-            raise ConfigError(f"--streaming {streaming}: needs protocol version 2 or newer")
-        if streaming == "parallel" and proto < 4:
-            raise ConfigError("--streaming parallel: needs protocol version 4 (PostgreSQL 16+)")
+            receive_timeout = config.receive_timeout
+            if receive_timeout is None:
+                sender_timeout = preflight.wal_sender_timeout()
+                receive_timeout = (
+                    sender_timeout + RECEIVE_TIMEOUT_MARGIN
+                    if sender_timeout > 0
+                    else DISABLED_SENDER_RECEIVE_TIMEOUT
+                )
         messages = config.messages if config.messages is not None else server.version_num >= 140000
         self.options = StreamOptions(
             publications=tuple(config.publications),
@@ -112,7 +164,12 @@ class ReplicationSource:
         self.decoder = PgOutputDecoder(proto, streaming_parallel=streaming == "parallel")
         self._catalog = SideConnection(config.dsn)  # opened only if an array needs it
         self.relations = RelationCache(
-            key_resolver=key_resolver, element_resolver=element_resolver(self._catalog, config.dsn)
+            key_resolver=key_resolver,
+            element_resolver=element_resolver(self._catalog, config.dsn),
+            binary=config.binary,
+            type_resolver=binary_type_resolver(self._catalog, config.dsn)
+            if config.binary
+            else None,
         )
         self.assembler = TransactionAssembler(
             self.relations,
@@ -128,6 +185,7 @@ class ReplicationSource:
             self.options,
             start_lsn=config.start_lsn,
             status_interval=config.status_interval,
+            receive_timeout=receive_timeout,
         )
         self.server = server
         log.info(

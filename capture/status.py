@@ -36,7 +36,8 @@ from capture.flags import add_command
 if TYPE_CHECKING:  # psycopg loads only when a command runs (keeps `walcast --help` fast)
     import psycopg
 
-    from capture.replication.catalog import PublishedTable, SlotStatus
+    from capture.replication.catalog import PublishedTable
+    from capture.replication.slots import SlotStatus
 
 
 HELP: Final = "show replication slots (lag, retained WAL, risk) and published tables"
@@ -66,17 +67,21 @@ def add_dsn_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dsn",
         help="libpq connection string or URI of the source database (default: $WALCAST_DSN; "
-        "keep passwords in $PGPASSWORD or ~/.pgpass)",
+        "keep passwords in $PGPASSWORD or ~/.pgpass: a command line is visible to every user)",
     )
 
 
 def dsn_from(args: argparse.Namespace) -> str:
-    """The DSN of ``--dsn`` or ``$WALCAST_DSN``; a ConfigError when there is none."""
+    """The DSN of ``--dsn`` or ``$WALCAST_DSN``; a ConfigError when there is none.
+
+    A password in the ``--dsn`` flag gets one warning line (:mod:`capture.dsn`).
+    """
+    from capture import dsn as dsn_util  # noqa: PLC0415 - imports psycopg
+
+    dsn_util.warn_password_in_flag(args.dsn)
     dsn = str(args.dsn or os.environ.get("WALCAST_DSN") or "")
     if not dsn:
         raise ConfigError("--dsn: no connection string given (or set $WALCAST_DSN)")
-    from capture import dsn as dsn_util  # noqa: PLC0415 - imports psycopg
-
     dsn_util.parse(dsn)
     return dsn
 
@@ -110,11 +115,11 @@ def command(args: argparse.Namespace) -> int:
 
 def named_slot(conn: psycopg.Connection[Any], name: str) -> SlotStatus:
     """The status of slot ``name``; a ConfigError listing the server's slots if there is none."""
-    from capture.replication import catalog  # noqa: PLC0415
+    from capture.replication import slots  # noqa: PLC0415
 
-    found = catalog.slot_status(conn, name)
+    found = slots.slot_status(conn, name)
     if not found:
-        known = catalog.slot_names(conn)
+        known = slots.slot_names(conn)
         raise ConfigError(
             f"--slot {name}: no such replication slot",
             hint=f"slots on this server: {', '.join(known)}" if known else "there are none",
@@ -130,11 +135,11 @@ def gather(
     No slot names: every logical slot of the database; no publication names: every
     publication.
     """
-    from capture.replication import catalog  # noqa: PLC0415
+    from capture.replication import catalog, slots  # noqa: PLC0415
 
-    slots = [] if slot_names else catalog.slot_status(conn)
+    found = [] if slot_names else slots.slot_status(conn)
     for name in dict.fromkeys(slot_names):
-        slots.append(named_slot(conn, name))
+        found.append(named_slot(conn, name))
     pubs = catalog.publications(conn, publication_names)
     missing = sorted(set(publication_names) - {p.name for p in pubs})
     if missing:
@@ -149,7 +154,7 @@ def gather(
         "database": str(database[0]) if database else None,
         "server_version": conn.info.server_version,
         "max_slot_wal_keep_size": keep,
-        "slots": [_slot(s, keep) for s in slots],
+        "slots": [_slot(s, keep) for s in found],
         "publications": [
             {
                 "publication": p.name,
@@ -237,15 +242,9 @@ def _slot(slot: SlotStatus, keep: int | None) -> dict[str, Any]:
 
 def table_note(table: PublishedTable, operations: Sequence[str]) -> str | None:
     """Why PostgreSQL refuses some changes of ``table``, or None when it does not."""
-    refused = [op.upper() for op in ("update", "delete") if op in operations]
-    if not refused:
-        return None
-    what = " and ".join(refused)
-    if table.replica_identity == "nothing":
-        return f"{what} refused: REPLICA IDENTITY NOTHING (set DEFAULT with a key, or FULL)"
-    if table.replica_identity == "default" and not table.primary_key:
-        return f"{what} refused: no primary key (add one, or REPLICA IDENTITY FULL)"
-    return None
+    from capture.replication.catalog import refused_changes  # noqa: PLC0415
+
+    return refused_changes(table, operations)
 
 
 def _table(table: PublishedTable, operations: Sequence[str]) -> dict[str, Any]:

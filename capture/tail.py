@@ -32,6 +32,7 @@ from capture.pump import Output, Pump, Source, needs_transaction_sizes
 from capture.replication import catalog
 from capture.replication.setup import connect
 from capture.replication.side import SideConnection
+from capture.replication.slots import find_slot
 from capture.sinks.stream import StreamSink
 from capture.snapshot import (
     LoadingSource,
@@ -40,7 +41,6 @@ from capture.snapshot import (
     MemoryProgress,
     record_initial_load,
     resolve_mode,
-    slot_exists,
 )
 from capture.source import ReplicationSource, SourceConfig
 
@@ -107,7 +107,7 @@ def run_tail(
     """
     config.hold_transactions = needs_transaction_sizes([fmt])
     with connect(config.dsn) as conn:
-        exists = slot_exists(conn, config.slot)
+        exists = find_slot(conn, config.slot) is not None
         mode = resolve_mode(snapshot, slot_exists=exists, server_version=conn.info.server_version)
     progress = MemoryProgress()
     if mode != "never":

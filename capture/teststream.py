@@ -4,7 +4,9 @@ A front door of the pump: the :class:`~capture.synthetic.SyntheticSource` (a det
 shop, see :mod:`capture.synthetic.shop`), one output format, and either a stream sink (a
 file or stdout, framed as ``walcast tail`` prints) or the Kafka sink ``walcast run`` uses,
 which also publishes every table's layout to the schema topic (``--schema-topic``, default
-``walcast.schemas``), so that IBM test streams can be normalized without PostgreSQL.
+``walcast.schemas``), so that IBM test streams can be normalized without PostgreSQL. Its
+messages and layouts name the source ``synthetic/<database>/seed-<seed>``
+(:mod:`capture.identity`), so they never pass for a real database's.
 
 The same ``(--count, --seed, --tables)`` and settings always give the same bytes: encoders
 read the time from the source's synthetic clock (each transaction's commit time + 1 ms).
@@ -26,6 +28,7 @@ from capture.errors import ConfigError, WalcastError
 from capture.events import ChangeEvent, StreamItem
 from capture.flags import add_command, format_settings, int_at_least
 from capture.formats import FORMAT_NAMES, EncodedMessage, Encoder, format_class
+from capture.identity import SYNTHETIC_SYSTEM, SourceIdentity
 from capture.position import PositionLedger
 from capture.pump import Output, Pump
 from capture.sinks.stream import StreamSink
@@ -138,7 +141,11 @@ def _stream_sink(args: argparse.Namespace) -> StreamSink:
 
 
 def _kafka_sink(args: argparse.Namespace) -> KafkaSink:
-    from capture.sinks.kafka import KafkaSink, KafkaSinkError  # noqa: PLC0415 - only for --kafka
+    from capture.sinks.kafka import (  # noqa: PLC0415 - only for --kafka
+        KafkaSink,
+        KafkaSinkError,
+        ProtocolMismatchError,
+    )
 
     if args.output not in (None, "-"):
         raise ConfigError("--output: give either --output or --kafka, not both")
@@ -156,8 +163,13 @@ def _kafka_sink(args: argparse.Namespace) -> KafkaSink:
         },
         schema_topic=args.schema_topic,
         error_after=KAFKA_CONNECT_TIMEOUT,
+        source=SourceIdentity(SYNTHETIC_SYSTEM, DATABASE, f"seed-{args.seed}"),
     )
-    if not sink.reachable(KAFKA_CONNECT_TIMEOUT):
+    try:
+        answered = sink.reachable(KAFKA_CONNECT_TIMEOUT)
+    except ProtocolMismatchError as exc:  # a TLS listener: this command speaks plaintext only
+        raise exc.plaintext_only("--kafka", "produce-test-stream") from None
+    if not answered:
         raise KafkaSinkError(
             f"--kafka: no Kafka broker answered at {args.kafka} within "
             f"{KAFKA_CONNECT_TIMEOUT:.0f} s",

@@ -258,9 +258,9 @@ class TransactionAssembler:
     def _ignore(self, _message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
         return _NO_ITEMS
 
-    def _relation(self, message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
+    def _relation(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         assert isinstance(message, Relation)
-        self.relations.apply_relation(message)
+        self.relations.apply_relation(message, lsn=wal_start)
         return _NO_ITEMS
 
     def _type(self, message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
@@ -467,7 +467,7 @@ class TransactionAssembler:
                 except DecodeError as exc:
                     raise exc.at_lsn(at) from None
                 if isinstance(message, Relation):
-                    relations.apply_relation(message)
+                    relations.apply_relation(message, lsn=at)
                 elif isinstance(message, Type):
                     relations.apply_type(message)
                 else:

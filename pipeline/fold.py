@@ -33,9 +33,27 @@ def _sort_key() -> Column:
     return F.struct(*[F.col(c) for c in ORDER_COLUMNS])
 
 
-def without_truncated(changes: DataFrame) -> tuple[DataFrame, bool]:
-    """The changes after the last TRUNCATE, and whether there was one (collects 1 row)."""
-    last = changes.where(F.col("op") == "truncate").select(F.max(_sort_key()).alias("t")).collect()
+def load_start() -> Column:
+    """A change that starts a whole-table load: a load row with ordinal 1.
+
+    A table without a key is loaded as one chunk (:mod:`capture.snapshot.source`), whose
+    rows are the whole table at the chunk's position; the first of them starts the table
+    over, as a TRUNCATE would.
+    """
+    return F.coalesce(F.col("load"), F.lit(False)) & (F.col("ordinal") == 1)
+
+
+def without_truncated(changes: DataFrame, *, reset_at_load: bool = False) -> tuple[DataFrame, bool]:
+    """The changes from the last reset on, and whether there was one (collects 1 row).
+
+    A reset is a TRUNCATE (dropped itself) or, with ``reset_at_load`` (tables kept as
+    multisets), a :func:`load_start` (kept: it is the table's first row again). The table
+    is emptied before the changes that follow it are applied.
+    """
+    cuts = F.col("op") == "truncate"
+    if reset_at_load:
+        cuts = cuts | load_start()
+    last = changes.where(cuts).select(F.max(_sort_key()).alias("t")).collect()
     cut = last[0]["t"] if last else None
     if cut is None:
         return changes.where(F.col("op") != "truncate"), False
@@ -45,7 +63,7 @@ def without_truncated(changes: DataFrame) -> tuple[DataFrame, bool]:
     cut_col = F.struct(
         *[F.lit(v).cast(types[c]).alias(c) for c, v in zip(ORDER_COLUMNS, cut, strict=True)]
     )
-    return changes.where((F.col("op") != "truncate") & (_sort_key() > cut_col)), True
+    return changes.where((F.col("op") != "truncate") & (_sort_key() >= cut_col)), True
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,15 +4,64 @@ The streaming source is Spark's built-in ``kafka`` source (``spark-sql-kafka-0-1
 its rows have ``key, value, topic, partition, offset, timestamp`` (and more), which is
 what every parser takes. ``failOnDataLoss`` stays ``true`` by default: offsets that
 vanished (retention) must stop the job rather than skip changes silently.
+
+Records also carry what walcast's Kafka headers say (:func:`with_walcast_headers`, read
+with the source's ``includeHeaders``): ``source`` (the ``walcast.source`` header: which
+database and slot the message came from, :mod:`capture.identity`), ``load`` (the
+``walcast.xid`` header is ``0``: the message holds rows of a load chunk, whose xid is 0,
+never a real transaction's) and ``header_ordinal`` (``walcast.ordinal``, on messages of
+one change). Messages of other producers have none of these headers: null source, not a
+load, no ordinal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - PySpark idiom
 
-RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+# ruff: noqa: FBT003
+# (PySpark idiom: `F.lit(False)`)
+
+RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+"""The Kafka source's columns every parser reads."""
+HEADER_COLUMNS = ("source", "load", "header_ordinal")
+"""The columns :func:`with_walcast_headers` derives from walcast's headers."""
+RECORD_COLUMNS = (*RAW_COLUMNS, *HEADER_COLUMNS)
+"""A record as the jobs hand it to a parser."""
+
+
+def with_walcast_headers(records: DataFrame) -> DataFrame:
+    """``records`` with :data:`HEADER_COLUMNS`, from its ``headers`` column when it has one.
+
+    A frame without ``headers`` (built by hand, or read without ``includeHeaders``) gets
+    a null ``source``, ``load`` false and a null ``header_ordinal`` where it lacks them.
+    """
+    if "headers" not in records.columns:
+        missing = {
+            "source": F.lit(None).cast("string"),
+            "load": F.lit(False),
+            "header_ordinal": F.lit(None).cast("long"),
+        }
+        return records.withColumns({k: v for k, v in missing.items() if k not in records.columns})
+    # One small map per record (built by generated code; a lambda over the array would
+    # be interpreted per element). Sessions set mapKeyDedupPolicy=LAST_WIN.
+    found = F.map_from_entries(F.col("headers"))
+
+    def header(name: str) -> Column:
+        return F.element_at(found, F.lit(name)).cast("string")
+
+    return records.withColumns(
+        {
+            "source": header("walcast.source"),
+            "load": F.coalesce(header("walcast.xid") == F.lit("0"), F.lit(False)),
+            "header_ordinal": F.when(
+                header("walcast.ordinal").rlike("^[0-9]{1,18}$"),
+                header("walcast.ordinal").cast("long"),
+            ),
+        }
+    )
 
 
 def topic_exists(bootstrap: str, topic: str, timeout: float = 30.0) -> bool:
@@ -57,9 +106,10 @@ def read_stream(
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     if min_partitions:
         reader = reader.option("minPartitions", str(min_partitions))
+    reader = reader.option("includeHeaders", "true")
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
-    return reader.load().select(*RECORD_COLUMNS)
+    return with_walcast_headers(reader.load()).select(*RECORD_COLUMNS)
 
 
 def read_batch(
@@ -76,6 +126,7 @@ def read_batch(
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
     )
+    reader = reader.option("includeHeaders", "true")
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
-    return reader.load().select(*RECORD_COLUMNS)
+    return with_walcast_headers(reader.load()).select(*RECORD_COLUMNS)

@@ -3,14 +3,22 @@
 Some formats carry no column names or types (IBM delimited) or only coarse ones (canal's
 strings, DataWorks' six types, Qlik's JSON numbers). walcast publishes a **layout
 record** per table and layout version to a compacted Kafka topic (default
-``<data topic>.layouts``), keyed by ``schema.table``, value = the JSON of
-``capture.formats.layout.layout_record(table)``::
+``walcast.schemas``), keyed by ``<source>/<schema>.<table>``, value = the JSON of
+``capture.formats.layout.layout_record(table)`` plus ``source``::
 
     {"format": "ibm", "schema": "shop", "table": "orders", "relation_id": 16385,
      "version": "0efd47f9fd2cd13a", "replica_identity": "default",
      "primary_key": ["id"], "field_count": 18,
      "columns": [{"position": 1, "name": "id", "type": "int8", "key": true,
                   "primary_key": true, "rendering": "bare", ...}, ...]}
+
+**Sources.** A layout serves only the messages of its own source: ``source`` (the
+``<system identifier>/<database>/<slot>`` of :mod:`capture.identity`) must equal the
+message's ``walcast.source`` header (:mod:`pipeline.kafka`), so two databases sharing the
+topics and the layout topic never use each other's layouts (:func:`same_source`). Layout
+records of walcast 0.1 carry no source: they serve only messages without the header
+(walcast 0.1's own), never a walcast source's; :func:`count_sourceless` lets the jobs say
+so once.
 
 Only ``schema``, ``table`` and ``columns[].name/type/key`` are required; the other
 fields are used when present (``primary_key`` falls back to the ``primary_key`` column
@@ -29,6 +37,7 @@ empty layout set, not an error (jobs then quarantine what needs a layout).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -53,6 +62,7 @@ def layout_topic_name(given: str | None) -> str | None:
 
 
 LAYOUT_FIELDS = (
+    "source",
     "schema",
     "table",
     "version",
@@ -94,6 +104,7 @@ def parse_layouts(records: DataFrame) -> DataFrame:
         F.array().cast("array<string>"),
     )
     return parsed.select(
+        F.col("l.source").alias("source"),
         F.col("l.schema").alias("schema"),
         F.col("l.table").alias("table"),
         F.col("l.version").alias("version"),
@@ -139,9 +150,32 @@ def _empty_schema(spark: SparkSession) -> StructType:
 
 
 def latest_layouts(layouts: DataFrame) -> DataFrame:
-    """The newest layout (highest offset) per ``(schema, table)``."""
-    w = Window.partitionBy("schema", "table").orderBy(F.col("layout_offset").desc())
+    """The newest layout (highest offset) per ``(source, schema, table)``."""
+    w = Window.partitionBy("source", "schema", "table").orderBy(F.col("layout_offset").desc())
     return layouts.withColumn("_n", F.row_number().over(w)).where("_n = 1").drop("_n")
+
+
+def same_source(message_source: Column, layout_source: Column) -> Column:
+    """Whether a layout serves a message: the same source, or neither has one (0.1)."""
+    return message_source.eqNullSafe(layout_source)
+
+
+def count_sourceless(layouts: DataFrame) -> int:
+    """Layout records without a source (walcast 0.1's): they serve no walcast source."""
+    return int(layouts.where(F.col("source").isNull()).count())
+
+
+def warn_sourceless(
+    layouts: DataFrame, topic: str | None, job: str, report: Callable[[str], None]
+) -> None:
+    """Say once, in the job's own line, that layouts without a source were found."""
+    count = count_sourceless(layouts)
+    if count:
+        report(
+            f"walcast spark {job}: {count:,} layout record(s) on {topic!r} name no source "
+            "(written by walcast 0.1): they serve only messages without a walcast.source "
+            "header, never another source's"
+        )
 
 
 def column_types(columns: Column) -> Column:

@@ -48,10 +48,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from capture.errors import WalcastError
+from capture.identity import SourceIdentity
 from pipeline import preflight
 from pipeline.errors import await_query
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
-from pipeline.layouts import latest_layouts, layout_topic_name, read_layouts
+from pipeline.layouts import latest_layouts, layout_topic_name, read_layouts, warn_sourceless
 from pipeline.model import NORMALIZED
 from pipeline.normalize import rate_text
 from pipeline.session import session_uses_delta
@@ -91,33 +92,55 @@ def apply_batch(
 ) -> dict[str, int]:
     """Apply one batch of normalized changes to the state tables.
 
-    Returns ``schema.table`` → the number of changes applied to it, in name order.
+    Each source's tables are kept apart (:func:`~pipeline.stores.table_path`), typed with
+    that source's layouts only. Returns the tables' names → the number of changes applied
+    to each, in name order: ``schema.table``, or ``database/schema.table`` when the batch
+    holds changes of several sources.
     """
     delta = session_uses_delta(spark) if use_delta is None else use_delta
-    by_table: dict[tuple[str, str], Any] = {}
+    by_table: dict[tuple[str | None, str, str], Any] = {}
     if layouts is not None:
         for row in latest_layouts(layouts).collect():
-            by_table[(row["schema"], row["table"])] = row
+            by_table[(row["source"], row["schema"], row["table"])] = row
     counts = {
-        (r["schema"], r["table"]): int(r["count"])
-        for r in changes.groupBy("schema", "table").count().collect()
+        (r["source"], r["schema"], r["table"]): int(r["count"])
+        for r in changes.groupBy("source", "schema", "table").count().collect()
     }
+    several = len({source for source, _, _ in counts}) > 1
     done: dict[str, int] = {}
-    for (schema, table), count in sorted(counts.items()):
-        part = changes.where((F.col("schema") == schema) & (F.col("table") == table))
-        layout = by_table.get((schema, table))
+    for (source, schema, table), count in sorted(counts.items(), key=_by_name):
+        part = changes.where(
+            F.col("source").eqNullSafe(F.lit(source).cast("string"))
+            & (F.col("schema") == schema)
+            & (F.col("table") == table)
+        )
+        layout = by_table.get((source, schema, table))
         spec = (
             spec_from_layout(layout, typed=typed)
             if layout is not None
             else spec_from_changes(part, schema, table, typed=typed)
         )
-        path = table_path(state_root, schema, table)
+        path = table_path(state_root, schema, table, source)
         if delta:
-            apply_delta(spark, path, spec, part, batch_id, f"{app_id}:{schema}.{table}")
+            apply_delta(spark, path, spec, part, batch_id, f"{app_id}:{path}")
         else:
             apply_parquet(spark, path, spec, part, batch_id)
-        done[f"{schema}.{table}"] = count
+        done[_label(source, schema, table, several=several)] = count
     return done
+
+
+def _by_name(item: tuple[tuple[str | None, str, str], int]) -> tuple[str, str, str]:
+    (source, schema, table), _ = item
+    return (schema, table, source or "")
+
+
+def _label(source: str | None, schema: str, table: str, *, several: bool) -> str:
+    """A table's name in the job's lines: with its database when sources are mixed."""
+    if not several:
+        return f"{schema}.{table}"
+    identity = SourceIdentity.parse(source) if source else None
+    database = identity.database if identity else (source or "(no source)")
+    return f"{database}/{schema}.{table}"
 
 
 @dataclass(slots=True)
@@ -200,6 +223,8 @@ class MaterializeJob:
                     if self.bootstrap and layout_topic
                     else None
                 )
+                if layouts is not None and totals.batches == 0:
+                    warn_sourceless(layouts, layout_topic, "materialize", self.report)
                 self.applied = apply_batch(
                     spark,
                     changes,

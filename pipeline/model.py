@@ -16,6 +16,10 @@ representations (the JSON Schema describes the JSON form of the same record):
 Extra columns (after the schema's): ``kafka_timestamp``, ``record_index`` (0-based
 position of the change inside its Kafka message: IBM and canal messages can hold
 several) and ``commit_date`` (the UTC date of ``commit_time``, a partition column).
+``source`` and ``load`` come from walcast's Kafka headers (:mod:`pipeline.kafka`): which
+database and slot the change came from (null for other producers), and whether it is a
+row of a load (an initial or ``walcast snapshot`` load: its position in the load chunk is
+its ordinal, 1 for the chunk's first row).
 
 Ordering invariant: within one source, changes sort in commit order by
 ``(commit_lsn_num, ordinal)``; :data:`ORDER_COLUMNS` adds the Kafka position as a
@@ -84,9 +88,16 @@ KAFKA_FIELDS = [
     StructField("kafka_timestamp", TimestampType(), True),
 ]
 
+SOURCE_FIELDS = [
+    StructField("source", StringType(), True),
+    StructField("load", BooleanType(), True),
+]
+"""What a message's walcast headers say (:data:`pipeline.kafka.HEADER_COLUMNS`)."""
+
 NORMALIZED = StructType(
     [f for f in CHANGE.fields if f.name not in ("error", "error_detail")]
     + KAFKA_FIELDS
+    + SOURCE_FIELDS
     + [
         StructField("record_index", IntegerType(), True),
         StructField("commit_date", DateType(), True),
@@ -103,6 +114,8 @@ ORDER_COLUMNS = ("commit_lsn_num", "ordinal", "kafka_partition", "kafka_offset",
 MESSAGE = StructType(
     [
         *KAFKA_FIELDS,
+        *SOURCE_FIELDS,
+        StructField("header_ordinal", LongType(), True),
         StructField("kafka_key", BinaryType(), True),
         StructField("kafka_value", BinaryType(), True),
         StructField("sort_key", LongType(), True),

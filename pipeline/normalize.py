@@ -35,7 +35,7 @@ from pipeline import kafka, preflight, quarantine, sequencing
 from pipeline.errors import WrongFormatError, await_query
 from pipeline.formats import parser_for
 from pipeline.formats.base import ERR_MALFORMED, Parser
-from pipeline.layouts import layout_topic_name, read_layouts
+from pipeline.layouts import layout_topic_name, read_layouts, warn_sourceless
 from pipeline.model import PARTITION_COLUMNS
 from pipeline.sinks import ExactlyOnceParquet
 from pipeline.state import StateStore
@@ -71,7 +71,9 @@ def normalize_frame(
 ) -> NormalizeResult:
     """Normalize a DataFrame of Kafka records, given the layouts and the state before it.
 
-    ``records`` has the Kafka source's ``key, value, topic, partition, offset, timestamp``.
+    ``records`` has the Kafka source's ``key, value, topic, partition, offset, timestamp``
+    and, when read by :mod:`pipeline.kafka`, what walcast's headers say (a frame without
+    them is taken as messages without those headers).
 
     ``persist`` caches the sequenced messages, which all three outputs read (call
     :meth:`NormalizeResult.release` afterwards). The changes are not cached: exploding
@@ -79,6 +81,7 @@ def normalize_frame(
     cache of every change (measured: about 15% of a canal batch).
     """
     spark = records.sparkSession
+    records = kafka.with_walcast_headers(records)
     before = state if state is not None else sequencing.empty_state(spark)
     messages = parser.parse(records, layouts)
     sequenced = sequencing.sequence(messages, before, parser, persist=persist)
@@ -219,6 +222,8 @@ class NormalizeJob:
                 layouts = read_layouts(
                     spark, self.bootstrap, layout_topic, timeout=self.kafka_timeout
                 ).cache()
+                if totals.batches == 0:
+                    warn_sourceless(layouts, layout_topic, "normalize", self.report)
                 result = normalize_frame(
                     records, parser, layouts, store.load(batch_id), persist=True
                 )

@@ -2,7 +2,12 @@
 
 Within one Kafka partition walcast writes changes in commit order, so the position
 ``(commit_lsn_num, ordinal)`` strictly increases from message to message, except when
-the daemon restarts and sends again the transactions it had not acknowledged. Hence:
+the daemon restarts and sends again the transactions it had not acknowledged. That holds
+per **source** (the ``walcast.source`` header, :mod:`pipeline.kafka`): two databases (or
+two slots) writing to one topic interleave their messages, and their positions are not
+comparable (two servers' LSNs; two slots of one server at different points of the WAL).
+So everything below is per topic, partition and source: a sequence is a source's messages
+in one partition. Hence:
 
 * **Replays**: a change whose position is not above every position seen before it in its
   partition (earlier in the batch, or in earlier batches: the partition's high-water
@@ -18,7 +23,7 @@ the daemon restarts and sends again the transactions it had not acknowledged. He
   merged into the after half that follows it in the partition with the same pair key;
   a before half with no such successor is an ``orphan`` (quarantine).
 
-State that crosses micro-batches (per topic and partition): the high-water mark, the
+State that crosses micro-batches (per topic, partition and source): the high-water mark, the
 open IBM run (commit LSN, last segment, records so far) and a pending before half at
 the end of a batch. It is a small DataFrame (:data:`STATE`) that the jobs persist next
 to the checkpoint (:mod:`pipeline.state`) and turn into pseudo messages placed before
@@ -52,6 +57,7 @@ STATE = StructType(
     [
         StructField("kafka_topic", StringType(), False),
         StructField("kafka_partition", IntegerType(), False),
+        StructField("source", StringType(), True),
         StructField("hwm_lsn", LongType(), True),
         StructField("hwm_ordinal", LongType(), True),
         StructField("run_lsn", LongType(), True),
@@ -74,6 +80,8 @@ QUARANTINE_DETAIL = StructType(
 )
 
 _PART = ("kafka_topic", "kafka_partition")
+_SEQ = (*_PART, "source")
+"""One sequence: a source's messages in one Kafka partition (see the module docstring)."""
 
 
 def empty_state(spark: SparkSession) -> DataFrame:
@@ -90,7 +98,7 @@ def _pseudo_messages(state: DataFrame, parser: Parser) -> DataFrame:
         for f in MESSAGE.fields:
             if f.name in cols:
                 col = cols[f.name]
-            elif f.name in _PART:
+            elif f.name in _SEQ:
                 col = F.col(f.name)
             else:
                 col = F.lit(None)
@@ -173,7 +181,8 @@ class Sequenced:
 
 
 POSITION_COLUMNS = (
-    *_PART,
+    *_SEQ,
+    "header_ordinal",
     "kafka_offset",
     "sort_key",
     "record_index",
@@ -259,7 +268,7 @@ def sequence(
 
 def _annotate(df: DataFrame, parser: Parser) -> DataFrame:
     """The window pass of :func:`sequence` over ``df`` (messages and pseudo messages)."""
-    w = Window.partitionBy(*_PART).orderBy("sort_key")
+    w = Window.partitionBy(*_SEQ).orderBy("sort_key")
     before_now = w.rowsBetween(Window.unboundedPreceding, -1)
     upto_now = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     lsn = F.col("commit_lsn_num")
@@ -288,7 +297,7 @@ def _annotate(df: DataFrame, parser: Parser) -> DataFrame:
         first = F.when(F.col("sort_key") == -3, F.col("first_ordinal")).otherwise(F.col("base") + 1)
     else:
         df = df.withColumn("base", F.lit(0).cast("long"))
-        first = F.col("first_ordinal")
+        first = F.coalesce(F.col("first_ordinal"), header_ordinal())
     if parser.paired:
         role = F.coalesce(F.col("pair_role"), F.lit(""))
         is_before = role == "before"
@@ -339,6 +348,16 @@ def _annotate(df: DataFrame, parser: Parser) -> DataFrame:
     ).drop("_pos_first")
 
 
+def header_ordinal() -> Column:
+    """The ``walcast.ordinal`` header of a message of one change (null otherwise).
+
+    A format that carries no ordinal of its own (canal without ``canal.walcast_keys``) gets
+    it from walcast's header, so its changes have positions (replays are found) and a load
+    row its place in its chunk.
+    """
+    return F.when(F.col("change_count") == 1, F.col("header_ordinal"))
+
+
 def next_state(positions: DataFrame, parser: Parser) -> DataFrame:
     """The state after the batch, one row per topic and partition (:data:`STATE`).
 
@@ -357,7 +376,7 @@ def next_state(positions: DataFrame, parser: Parser) -> DataFrame:
             F.when(F.col("pending"), F.to_json(F.element_at("changes", 1))).alias("pending_json"),
         ]
     last = F.max_by(F.struct(*fields), "sort_key")
-    agg = positions.groupBy(*_PART).agg(F.max("pos_last").alias("hwm"), last.alias("last"))
+    agg = positions.groupBy(*_SEQ).agg(F.max("pos_last").alias("hwm"), last.alias("last"))
     open_run = (
         F.lit(parser.segmented) & F.col("last.segment").isNotNull() & (F.col("last.segment") != 0)
     )
@@ -371,6 +390,7 @@ def next_state(positions: DataFrame, parser: Parser) -> DataFrame:
     cols = {
         "kafka_topic": F.col("kafka_topic"),
         "kafka_partition": F.col("kafka_partition"),
+        "source": F.col("source"),
         "hwm_lsn": F.col("hwm.lsn"),
         "hwm_ordinal": F.col("hwm.ordinal"),
         "run_lsn": F.when(open_run, F.col("last.commit_lsn_num")),
@@ -409,6 +429,9 @@ def changes_of(messages: DataFrame, parser: Parser) -> DataFrame:
             "kafka_timestamp",
             "is_replay",
             "base",
+            "source",
+            "load",
+            header_ordinal().alias("_header_ordinal"),
             F.col("record_index").alias("_message_index"),
             # _outer: with posexplode, Spark infers a filter size(changes) > 0 and pushes it
             # below the parser's projection, which then builds every change twice (measured:
@@ -418,7 +441,11 @@ def changes_of(messages: DataFrame, parser: Parser) -> DataFrame:
         .where(F.col("_pos").isNotNull())
         .withColumn("record_index", F.coalesce(F.col("_message_index"), F.lit(0)) + F.col("_pos"))
     )
-    ordinal = F.col("base") + F.col("c.ordinal") if parser.segmented else F.col("c.ordinal")
+    ordinal = (
+        F.col("base") + F.col("c.ordinal")
+        if parser.segmented
+        else F.coalesce(F.col("c.ordinal"), F.col("_header_ordinal"))
+    )
     cols = []
     for f in NORMALIZED.fields:
         if f.name == "ordinal":
@@ -431,6 +458,8 @@ def changes_of(messages: DataFrame, parser: Parser) -> DataFrame:
             "kafka_offset",
             "kafka_timestamp",
             "record_index",
+            "source",
+            "load",
         ):
             col = F.col(f.name)
         else:

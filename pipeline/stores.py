@@ -15,13 +15,16 @@ changes' ``column_types``) and primary key. Two stores apply a batch's fold
 # (PySpark idioms: `functions as F`, `F.lit(True)`)
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from capture.identity import SourceIdentity
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, without_truncated
 from pipeline.pgtypes import from_text, spark_type
 
@@ -140,14 +143,81 @@ def _set_current(spark: SparkSession, path: str, version: str) -> None:
             fs.delete(status.getPath(), True)
 
 
-def table_path(root: str, schema: str, table: str) -> str:
-    """Where the state of ``schema.table`` lives under ``root``."""
-    return f"{root.rstrip('/')}/{schema}/{table}"
+SOURCE_DIR_PREFIX = "source-"
+_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def read_table(spark: SparkSession, root: str, schema: str, table: str) -> DataFrame:
-    """The current state of ``schema.table`` (Delta or Parquet), as written by materialize."""
-    path = table_path(root, schema, table)
+def source_dir(source: str) -> str:
+    """The directory of a source's tables: ``source-<database>.<slot>.<system identifier>``.
+
+    Each part keeps letters, digits, ``_`` and ``-``; when anything else had to be replaced
+    (by ``_``), a hash of the whole source is appended, so two sources never share one.
+    """
+    identity = SourceIdentity.parse(source)
+    parts = [identity.database, identity.slot, identity.system_identifier] if identity else [source]
+    safe = [_SAFE.sub("_", p) for p in parts]
+    name = ".".join(safe)
+    if safe != parts:
+        name += "-" + hashlib.sha256(source.encode()).hexdigest()[:8]
+    return SOURCE_DIR_PREFIX + name
+
+
+def table_path(root: str, schema: str, table: str, source: str | None = None) -> str:
+    """Where the state of ``schema.table`` of ``source`` lives under ``root``.
+
+    ``<root>/<source dir>/<schema>/<table>`` (:func:`source_dir`); changes without a source
+    (not written by walcast, or by walcast 0.1) keep ``<root>/<schema>/<table>``.
+    """
+    base = root.rstrip("/")
+    if source is not None:
+        base += "/" + source_dir(source)
+    return f"{base}/{schema}/{table}"
+
+
+def _is_table(spark: SparkSession, path: str) -> bool:
+    jvm, fs = _fs(spark, path)
+    return bool(
+        fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}"))
+        or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log"))
+    )
+
+
+def table_paths(spark: SparkSession, root: str, schema: str, table: str) -> list[str]:
+    """Every materialized copy of ``schema.table`` under ``root``: one per source."""
+    jvm, fs = _fs(spark, root)
+    found = []
+    plain = table_path(root, schema, table)
+    if _is_table(spark, plain):
+        found.append(plain)
+    base = jvm.org.apache.hadoop.fs.Path(root)
+    if fs.exists(base):
+        for status in fs.listStatus(base):
+            name = status.getPath().getName()
+            if status.isDirectory() and name.startswith(SOURCE_DIR_PREFIX):
+                path = f"{root.rstrip('/')}/{name}/{schema}/{table}"
+                if _is_table(spark, path):
+                    found.append(path)
+    return sorted(found)
+
+
+def read_table(
+    spark: SparkSession, root: str, schema: str, table: str, source: str | None = None
+) -> DataFrame:
+    """The current state of ``schema.table`` (Delta or Parquet), as written by materialize.
+
+    ``source`` (``<system identifier>/<database>/<slot>``) picks a source's copy; without
+    it, the table must exist for one source only (a ValueError names the copies).
+    """
+    if source is not None:
+        path = table_path(root, schema, table, source)
+    else:
+        paths = table_paths(spark, root, schema, table)
+        if len(paths) > 1:
+            raise ValueError(
+                f"{schema}.{table} exists for {len(paths)} sources under {root}: "
+                f"{', '.join(p.split('/')[-3] for p in paths)}; pass source="
+            )
+        path = paths[0] if paths else table_path(root, schema, table)
     version = current_version(spark, path)
     if version is not None:
         return spark.read.parquet(f"{path}/{version}")
@@ -196,7 +266,7 @@ def apply_parquet(
     for n, t in spec.columns:
         if n not in current.columns:
             current = current.withColumn(n, F.lit(None).cast(t))
-    kept, truncated = without_truncated(changes)
+    kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key)
     if truncated:
         current = empty_table(spark, spec)
     out_cols = spec.names + ([] if spec.primary_key else [ROW_KEY])
@@ -258,7 +328,7 @@ def apply_delta(
         cols = ", ".join(f"`{n}` {t}" for n, t in missing)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
         target = DeltaTable.forPath(spark, path)
-    kept, truncated = without_truncated(changes)
+    kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key)
 
     def txn(step: str) -> None:
         spark.conf.set("spark.databricks.delta.write.txnAppId", f"{app_id}:{step}")

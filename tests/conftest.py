@@ -5,6 +5,12 @@ Services are found in this order, and a missing one FAILS the test (never skips)
 1. environment variables (``WALCAST_TEST_DSN``, ``WALCAST_TEST_KAFKA``);
 2. local processes started by ``scripts/local-services`` (real PostgreSQL / Kafka);
 3. testcontainers, when a Docker engine answers.
+
+PostgreSQL majors: ``WALCAST_TEST_PG_VERSIONS`` (e.g. ``13,14,15,16,17,18``) runs every
+selected test that uses ``pg_dsn``/``pg_env`` once per listed major, against a server of
+that major started by ``WALCAST_PG_VERSION=<major> scripts/local-services start pg`` (test
+ids get ``[pg13]`` ...). ``make test-versions`` runs the ``core`` tests that way. Without
+it, tests use the default server as above. ``pg_major`` is the server's major either way.
 """
 
 from __future__ import annotations
@@ -13,12 +19,15 @@ import os
 import shlex
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SERVICES = REPO / "scripts" / "local-services"
+PG_MAJORS = ("13", "14", "15", "16", "17", "18")
+"""Majors scripts/local-services can start (WALCAST_PG_VERSION)."""
 
 
 def _docker_answers() -> bool:
@@ -28,14 +37,21 @@ def _docker_answers() -> bool:
     return probe.returncode == 0
 
 
-def _local_services(which: str) -> dict[str, str]:
+def _local_services(which: str, pg_version: str | None = None) -> dict[str, str]:
     """Start (or reuse) local services and return the variables the script exports."""
+    env = {**os.environ, "WALCAST_PG_VERSION": pg_version} if pg_version else None
     done = subprocess.run(
-        [str(SERVICES), "start", which], capture_output=True, text=True, check=False, timeout=900
+        [str(SERVICES), "start", which],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+        env=env,
     )
     if done.returncode != 0:
+        where = f"WALCAST_PG_VERSION={pg_version} " if pg_version else ""
         pytest.fail(
-            f"scripts/local-services start {which} failed (exit {done.returncode}):\n"
+            f"{where}scripts/local-services start {which} failed (exit {done.returncode}):\n"
             f"{done.stderr[-4000:]}",
             pytrace=False,
         )
@@ -86,16 +102,66 @@ def _testcontainer(which: str) -> dict[str, str]:  # pragma: no cover - needs Do
     return {"WALCAST_TEST_KAFKA": kafka.get_bootstrap_server()}
 
 
+def _requested_majors() -> list[str]:
+    """The majors listed in ``WALCAST_TEST_PG_VERSIONS`` (commas or spaces), checked."""
+    majors = os.environ.get("WALCAST_TEST_PG_VERSIONS", "").replace(",", " ").split()
+    unknown = [m for m in majors if m not in PG_MAJORS]
+    if unknown:
+        raise pytest.UsageError(
+            f"WALCAST_TEST_PG_VERSIONS: {', '.join(unknown)} not among {', '.join(PG_MAJORS)}"
+        )
+    return majors
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    majors = _requested_majors()
+    if majors and "pg_version" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "pg_version", majors, indirect=True, scope="session", ids=[f"pg{m}" for m in majors]
+        )
+
+
 @pytest.fixture(scope="session")
-def pg_env() -> dict[str, str]:
+def pg_version(request: pytest.FixtureRequest) -> str | None:
+    """The major asked for by ``WALCAST_TEST_PG_VERSIONS`` (None: the default server)."""
+    return getattr(request, "param", None)
+
+
+@pytest.fixture(scope="session")
+def pg_env(pg_version: str | None) -> Iterator[dict[str, str]]:
     """Variables describing the test PostgreSQL (at least ``WALCAST_TEST_DSN``)."""
-    return _service("WALCAST_TEST_DSN", "pg")
+    if pg_version is None:
+        yield _service("WALCAST_TEST_DSN", "pg")
+        return
+    found = _local_services("pg", pg_version)
+    if not found.get("WALCAST_TEST_DSN"):
+        pytest.fail(f"scripts/local-services printed no WALCAST_TEST_DSN for {pg_version}")
+    # Tests run psql and pg_recvlogical from $WALCAST_TEST_PG_BIN: this server's, while
+    # it is the one under test (session fixtures of one major are torn down before the next).
+    saved = os.environ.get("WALCAST_TEST_PG_BIN")
+    os.environ["WALCAST_TEST_PG_BIN"] = found["WALCAST_TEST_PG_BIN"]
+    try:
+        yield found
+    finally:
+        if saved is None:
+            os.environ.pop("WALCAST_TEST_PG_BIN", None)
+        else:
+            os.environ["WALCAST_TEST_PG_BIN"] = saved
 
 
 @pytest.fixture(scope="session")
 def pg_dsn(pg_env: dict[str, str]) -> str:
     """libpq DSN of a real PostgreSQL with ``wal_level=logical`` and a replication role."""
     return pg_env["WALCAST_TEST_DSN"]
+
+
+@pytest.fixture(scope="session")
+def pg_major(pg_dsn: str) -> int:
+    """Major version of the test server (13, 14, ...), for expectations that depend on it."""
+    import psycopg  # noqa: PLC0415 - only integration tests need it
+
+    with psycopg.connect(pg_dsn) as conn:
+        return conn.info.server_version // 10000
 
 
 @pytest.fixture(scope="session")

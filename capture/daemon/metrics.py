@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import orjson
@@ -82,7 +83,17 @@ class Metrics:
         """Back-pressure pauses already counted (the sink keeps the running total)."""
         self.healthy = True
         self.state: dict[str, Any] = {"status": "starting"}
+        self.probe: Callable[[], tuple[bool, dict[str, Any]]] | None = None
+        """Asked at each ``/healthz`` request (from the server's thread): whether the
+        daemon is healthy now, and fields that override :attr:`state`. It must only read."""
         self.last_progress = time.monotonic()
+
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """Health now: the daemon's own verdict, unless the probe finds it stuck."""
+        if not self.healthy or self.probe is None:
+            return self.healthy, {}
+        return self.probe()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -93,8 +104,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = generate_latest(self.metrics.registry)
             self._reply(200, CONTENT_TYPE_LATEST, body)
         elif self.path.startswith("/healthz"):
-            healthy = self.metrics.healthy
-            body = orjson.dumps({**self.metrics.state, "healthy": healthy})
+            healthy, live = self.metrics.health()
+            body = orjson.dumps({**self.metrics.state, **live, "healthy": healthy})
             self._reply(200 if healthy else 503, "application/json", body)
         else:
             self._reply(404, "text/plain", b"not found\n")

@@ -9,6 +9,12 @@ across reconnects, decides what the slot may confirm. This module adds:
   deliveries keep being served; the server resends from the confirmed LSN, so changes after
   it may be delivered twice, each carrying its commit LSN and ordinal (detectable replays).
   ``TERMINAL`` errors (bad config, authentication, a refused message) stop the daemon;
+* a reconnect after a network cut may find the slot still held by this daemon's own
+  previous walsender, which the server has not yet noticed is gone (it would, within
+  ``wal_sender_timeout``). Decision: walcast ends that walsender (``pg_terminate_backend``)
+  and resumes at once, but only when it is provably its own: the same process id AND the
+  same ``backend_start`` as the connection this daemon made. Any other holder is another
+  consumer, never ended: the start fails with one line (:class:`~capture.errors.SlotInUseError`);
 * heartbeats: a non-transactional logical message every ``heartbeat_interval`` (the slot
   advances on a quiet database) and each format's own heartbeat record;
 * metrics and health (:mod:`capture.daemon.metrics`): ``/healthz`` says degraded once Kafka
@@ -25,19 +31,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import structlog
 
 from capture.daemon.config import DaemonConfig
 from capture.daemon.metrics import Metrics, serve
-from capture.errors import ConfigError, ConnectionLostError, RetryPolicy, WalcastError
+from capture.errors import (
+    ConfigError,
+    ConnectionLostError,
+    RetryPolicy,
+    SlotInUseError,
+    WalcastError,
+)
 from capture.events import pg_ts_to_datetime
 from capture.formats import format_class
+from capture.identity import SourceIdentity
 from capture.lsn import format_lsn
 from capture.position import PositionLedger
 from capture.pump import HEARTBEAT_PREFIX, Output, Pump, Source, needs_transaction_sizes
-from capture.replication import catalog
+from capture.replication import catalog, slots
+from capture.replication.setup import connect
 from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
 from capture.sinks.kafka_eos import TransactionalKafkaSink  # exactly-once
@@ -50,7 +64,6 @@ from capture.snapshot import (
     LoadSettings,
     record_initial_load,
     resolve_mode,
-    slot_exists,
 )
 from capture.snapshot.progress import ProgressUnavailableError
 from capture.source import ReplicationSource, SourceConfig
@@ -66,6 +79,8 @@ MESSAGE_ENVELOPE_BYTES: Final = 1024
 """What a Kafka message carries besides its value (key, headers, record overhead)."""
 DEFAULT_MESSAGE_MAX_BYTES: Final = 1_000_000
 """librdkafka's default ``message.max.bytes``."""
+OWN_WALSENDER_WAIT: Final = 10.0
+"""How long a reconnect waits for the server to let go of the walsender walcast ended."""
 PROGRESS_RECORD_TIMEOUT: Final = 60.0
 """How long the start waits for Kafka to confirm that an initial load was recorded."""
 
@@ -77,10 +92,13 @@ class Daemon:
         self.config = config
         self.stop = stop
         self.metrics = Metrics()
+        self.metrics.probe = self._probe
         self.ledger = PositionLedger()
         self.side = SideConnection(config.full_dsn())
         self.sink: KafkaSink | None = None
         self._claimed: dict[str, tuple[str, str, str | None, str | None]] = {}
+        self._own_walsenders: dict[int, object] = {}
+        """Process id → ``backend_start`` of the walsenders this daemon's sessions used."""
         self._warned_identity = False
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
@@ -128,8 +146,10 @@ class Daemon:
                 detail="no broker answered within 5 s; walcast starts and waits for Kafka "
                 "(nothing is acknowledged until Kafka confirms it)",
             )
-        elif config.schema_topic:
-            self.sink.ensure_compacted_topic(config.schema_topic)
+        else:
+            for topic in (config.schema_topic, config.snapshot_topic):
+                if topic:
+                    self.sink.ensure_compacted_topic(topic)
         backoff = 0.5
         try:
             while not self.stop() and not self.finished:
@@ -218,10 +238,25 @@ class Daemon:
         config = self.config
         sink = self.sink
         assert sink is not None
-        progress, settings = self._load_plan(sink)
-        replication = ReplicationSource(
-            self._source_config(), key_resolver=primary_key_resolver(self.side)
-        )
+        identity, slot_found, version = self._identify()
+        sink.bind_source(identity)
+        progress, settings = self._load_plan(sink, identity, slot_found=slot_found, version=version)
+        records = progress.load() if settings is not None else []  # before the stream starts
+        if isinstance(sink, TransactionalKafkaSink):  # exactly-once: offsets of this slot's life
+            sink.generation = progress.generation
+        try:
+            replication = ReplicationSource(
+                self._source_config(), key_resolver=primary_key_resolver(self.side)
+            )
+        except SlotInUseError as exc:
+            if not self._end_own_walsender(exc.pid):
+                raise
+            raise ConnectionLostError(
+                f"slot {config.slot!r} was still held by this walcast's previous connection "
+                f"(walsender PID {exc.pid}, cut off from it); walcast ended it",
+                hint="walcast resumes from the slot's confirmed position",
+            ) from None
+        self._remember_walsender(replication.stream.backend_pid)
         source: ReplicationSource | LoadingSource = replication
         try:
             if settings is not None:
@@ -235,6 +270,7 @@ class Daemon:
                     delivered_lsn=lambda: self.ledger.delivered_lsn,
                     count_rows=needs_transaction_sizes(o.format for o in config.outputs),
                     observer=self._load_progress,
+                    records=records,
                 )
                 source.stop = self.stop
             outputs = self._outputs(replication)
@@ -271,11 +307,61 @@ class Daemon:
         self.finished = source.finished
         self._shutdown(pump, source)
 
-    def _load_plan(self, sink: KafkaSink) -> tuple[KafkaProgress, LoadSettings | None]:
-        """The load settings (None: the server cannot load) and where progress is kept.
+    def _remember_walsender(self, pid: int) -> None:
+        """Note the walsender serving this session (see the module docstring)."""
+        started = self.side.run(
+            lambda conn: conn.execute(
+                "SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+        )
+        if started is not None and started[0] is not None:
+            self._own_walsenders[pid] = started[0]
 
-        The first session decides the mode (auto: initial when the slot is created now) and
-        records an initial load in the progress topic, confirmed, before the slot exists.
+    def _end_own_walsender(self, pid: int) -> bool:
+        """End walsender ``pid`` if it is one this daemon used; True once the slot is free."""
+        known = self._own_walsenders.get(pid)
+        if known is None:
+            return False
+        found = self.side.run(
+            lambda conn: conn.execute(
+                "SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+        )
+        if found is None or found[0] != known:
+            return False  # a new process behind a reused pid: not ours
+        log.warning(
+            "own_walsender_ended",
+            slot=self.config.slot,
+            pid=pid,
+            detail="the slot was still held by this walcast's previous replication "
+            "connection, lost without the server noticing (a network cut); it was ended",
+        )
+        self.side.run(lambda conn: conn.execute("SELECT pg_terminate_backend(%s)", (pid,)))
+        deadline = time.monotonic() + OWN_WALSENDER_WAIT
+        while time.monotonic() < deadline:
+            holder = self.side.run(lambda conn: slots.find_slot(conn, self.config.slot))
+            if holder is None or holder.active_pid != pid:
+                return True
+            self._wait(0.2)
+        return True
+
+    def _identify(self) -> tuple[SourceIdentity, bool, int]:
+        """Who the source is (``IDENTIFY_SYSTEM``), whether its slot exists, the server version."""
+        config = self.config
+        with connect(config.full_dsn()) as conn:
+            version = conn.info.server_version
+            found = slots.find_slot(conn, config.slot) is not None
+        return slots.source_identity(config.full_dsn(), config.slot), found, version
+
+    def _load_plan(
+        self, sink: KafkaSink, identity: SourceIdentity, *, slot_found: bool, version: int
+    ) -> tuple[KafkaProgress, LoadSettings | None]:
+        """Where the source's state is kept, its generation, and the load settings.
+
+        When this session creates the slot, a new generation is written and confirmed first
+        (:mod:`capture.snapshot.progress`), then the initial load (``auto``: initial when
+        the slot is created now), also confirmed: the slot never exists without them.
+        None settings: the server cannot load (PostgreSQL 13).
         """
         config = self.config
         topic = config.snapshot_topic
@@ -286,30 +372,48 @@ class Daemon:
                 if k.startswith(("bootstrap.", "security.", "sasl.", "ssl.", "client."))
             },
             topic,
-            config.slot,
+            identity,
             sink.publish,
             stop=self.stop,
+            publish_confirmed=sink.publish_confirmed,
         )
-        from capture.replication.setup import connect  # noqa: PLC0415
-
-        with connect(config.full_dsn()) as conn:
-            version = conn.info.server_version
-            exists = slot_exists(conn, config.slot)
+        creating = not slot_found and config.create_slot
+        if creating:
+            if not progress.start_generation(PROGRESS_RECORD_TIMEOUT):
+                raise ConnectionLostError(
+                    f"Kafka at {sink.brokers} did not confirm the new slot's generation on "
+                    f"topic {topic!r}",
+                    hint="walcast retries; the slot is created once Kafka confirms it",
+                )
+        else:
+            progress.read_generation()
+        requested: str | None = None if config.snapshot == "auto" else config.snapshot
+        if requested is None and not creating:
+            requested = "never"
         if version < 140000:
+            if requested is None:
+                log.warning(
+                    "initial_load_unavailable",
+                    slot=config.slot,
+                    detail="loading existing rows needs PostgreSQL 14 or newer; walcast "
+                    "streams the changes made from now on only",
+                )
+                return progress, None
+            resolve_mode(requested, slot_exists=not creating, server_version=version)
             return progress, None
-        if self._load_mode is None:
-            requested: str | None = None if config.snapshot == "auto" else config.snapshot
-            if requested is None and not exists and not config.create_slot:
-                requested = "never"  # the session fails on the missing slot anyway
-            self._load_mode = resolve_mode(requested, slot_exists=exists, server_version=version)
-            if self._load_mode != "never":
-                sink.ensure_compacted_topic(topic)
-                if record_initial_load(progress) and sink.drain(PROGRESS_RECORD_TIMEOUT):
-                    raise ConnectionLostError(
-                        f"Kafka at {sink.brokers} did not confirm the initial load's record "
-                        f"on topic {topic!r}",
-                        hint="walcast retries; the slot is created once Kafka confirms it",
-                    )
+        mode = resolve_mode(requested, slot_exists=not creating, server_version=version)
+        if self._load_mode is None or mode != "never":
+            self._load_mode = mode
+        if (
+            mode != "never"
+            and record_initial_load(progress)
+            and sink.drain(PROGRESS_RECORD_TIMEOUT)
+        ):
+            raise ConnectionLostError(
+                f"Kafka at {sink.brokers} did not confirm the initial load's record "
+                f"on topic {topic!r}",
+                hint="walcast retries; the slot is created once Kafka confirms it",
+            )
         settings = LoadSettings(
             self._load_mode,
             config.snapshot_workers,
@@ -366,6 +470,18 @@ class Daemon:
         if self._warned_identity:
             return
         self._warned_identity = True
+        refused = self.side.run(lambda conn: catalog.refused_writes(conn, self.config.publications))
+        if refused:
+            log.warning(
+                "publication_refuses_writes",
+                tables=[f"{table} ({why})" for table, _, why in refused],
+                publications=sorted({p for _, p, _ in refused}),
+                detail="PostgreSQL refuses the application's UPDATE/DELETE statements on these "
+                "tables while they are in the publication ('cannot update table ... because it "
+                "does not have a replica identity and publishes updates'); give each a primary "
+                f"key or REPLICA IDENTITY FULL (ALTER TABLE {refused[0][0]} REPLICA IDENTITY "
+                "FULL), or drop it from the publication",
+            )
         partial = sorted(t.qualified_name for t in tables if t.replica_identity != "full")
         if partial:
             log.warning(
@@ -444,7 +560,7 @@ class Daemon:
         metrics.lag_seconds.set(
             commit_lag_seconds(oldest.commit_ts) if oldest is not None and oldest.commit_ts else 0
         )
-        retained = self.side.run(lambda conn: catalog.wal_retained(conn, self.config.slot))
+        retained = self.side.run(lambda conn: slots.wal_retained(conn, self.config.slot))
         if retained is not None:
             metrics.retained_wal.set(retained)
         degraded_after = self.config.degraded_after
@@ -464,6 +580,31 @@ class Daemon:
                 f"Kafka at {sink.brokers} confirmed nothing for {outage:.0f} s "
                 f"(daemon.degraded_after={degraded_after:g})"
             )
+
+
+    def _probe(self) -> tuple[bool, dict[str, Any]]:
+        """``/healthz`` at request time (the metrics thread): is the daemon stuck.
+
+        Unhealthy when something was produced and not yet confirmed (at-least-once) or
+        committed (exactly-once) and Kafka has confirmed nothing for ``unhealthy_after``
+        seconds: the pump may be blocked inside a wait that refreshes nothing else, so this
+        is judged here, live, in every mode. Reads only.
+        """
+        sink = self.sink
+        if sink is None:
+            return True, {}
+        waiting = sink.in_flight > 0 or self.ledger.waiting
+        quiet = max(sink.clock() - sink.last_delivery, 0.0) if waiting else 0.0
+        limit = self.config.degraded_after
+        live: dict[str, Any] = {"seconds_without_delivery": round(quiet, 1)}
+        if waiting and quiet >= limit:
+            live["status"] = "degraded"
+            live["detail"] = (
+                f"Kafka at {sink.brokers} has confirmed nothing for {quiet:.0f} s while "
+                f"changes wait (daemon.unhealthy_after={limit:g})"
+            )
+            return False, live
+        return True, live
 
 
 def commit_lag_seconds(commit_ts: int) -> float:

@@ -40,7 +40,7 @@ Segmentation and memory
     that is derived from the sink's limit, ``FormatOptions.max_message_bytes`` (for Kafka:
     the producer's effective ``message.max.bytes`` less the envelope the daemon reserves),
     minus what this format's messages carry besides their value: the key (the database
-    name), walcast's three headers at their largest (:data:`HEADER_BYTES`) and Kafka's
+    name), walcast's four headers at their largest (:data:`HEADER_BYTES`) and Kafka's
     record and batch overhead (:data:`RECORD_OVERHEAD`). So a whole message, as the
     producer counts it, never exceeds ``message.max.bytes`` at the defaults, whatever the
     transaction's size (a 2,000-row transaction of 1 kB rows is two segments at
@@ -155,9 +155,10 @@ PREFIX: Final = "ibm."
 DEFAULT_MAX_MESSAGE_SIZE: Final = 1_000_000
 """The segment limit when the sink has none (stdout, files)."""
 MIN_MESSAGE_SIZE: Final = 256
-HEADER_BYTES: Final = 160
-"""Most that walcast's three Kafka headers take: names (44 bytes), the largest values
-(``FFFFFFFF/FFFFFFFF``, a 10-digit xid, a 20-digit ordinal) and their length prefixes."""
+HEADER_BYTES: Final = 272
+"""Most that walcast's four Kafka headers take: names (58 bytes), the largest values
+(``FFFFFFFF/FFFFFFFF``, a 10-digit xid, a 20-digit ordinal, a source
+``<20 digits>/<63-byte database>/<63-byte slot>``) and their length prefixes."""
 RECORD_OVERHEAD: Final = 128
 """Kafka's own bytes around one message: the v2 record's varints and attributes (at most
 36 bytes) and the record batch header (61) that a message alone in its batch carries."""

@@ -2,22 +2,19 @@
 
 One module holds what walcast asks the catalog (``tail``, ``run``, ``status`` and the load
 use the same functions, so they cannot drift apart): primary keys, the tables of
-publications with their replica identity, the state of replication slots and the WAL they
-retain. Every function takes an ordinary (non-replication) psycopg connection and quotes
-identifiers with :mod:`psycopg.sql` or passes names as parameters; none commits or changes
-anything.
+publications with their replica identity, table layouts and type names. Slots are asked
+about in :mod:`capture.replication.slots` only. Every function takes an ordinary
+(non-replication) psycopg connection and quotes identifiers with :mod:`psycopg.sql` or
+passes names as parameters; none commits or changes anything.
 
 LSNs come back as integers (``pg_lsn - '0/0'``); sizes in bytes; lag times in seconds.
-Columns a server version does not have (``wal_status`` and ``safe_wal_size`` before 13,
-``two_phase`` before 14, ``reply_time`` before 12) come back as None.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
@@ -55,38 +52,94 @@ def primary_key(conn: psycopg.Connection[Any], relation_id: int) -> tuple[str, .
     return tuple(str(r[0]) for r in rows) or None
 
 
-def publication_tables(
-    conn: psycopg.Connection[Any], publications: Sequence[str]
-) -> list[PublishedTable]:
-    """The tables of ``publications`` (each once), with replica identity and primary key."""
-    rows = conn.execute(
-        "SELECT DISTINCT c.oid::int8, n.nspname, c.relname, c.relreplident, "
-        "  coalesce((SELECT array_agg(a.attname ORDER BY k.n) FROM pg_index i "
-        "    JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true "
-        "    JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
-        "    WHERE i.indrelid = c.oid AND i.indisprimary), '{}') "
-        "FROM pg_publication_tables p "
-        "JOIN pg_namespace n ON n.nspname = p.schemaname "
-        "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename "
-        "WHERE p.pubname = ANY(%s) ORDER BY 2, 3",
-        (list(publications),),
-    ).fetchall()
+_TABLE_COLUMNS: Final = (
+    "c.oid::int8, n.nspname, c.relname, "
+    "  CASE WHEN c.relreplident = 'i' AND NOT EXISTS (SELECT 1 FROM pg_index ri "
+    "    WHERE ri.indrelid = c.oid AND ri.indisreplident) THEN 'n' ELSE c.relreplident END, "
+    "  coalesce((SELECT array_agg(a.attname ORDER BY k.n) FROM pg_index i "
+    "    JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true "
+    "    JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+    "    WHERE i.indrelid = c.oid AND i.indisprimary), '{}') "
+)
+"""A table's OID, schema, name, replica identity (``i`` whose index is gone counts as ``n``,
+as PostgreSQL then treats it) and primary key, from ``pg_class c`` and ``pg_namespace n``."""
+
+
+def _published(rows: Sequence[tuple[object, ...]]) -> list[PublishedTable]:
     return [
         PublishedTable(
-            int(oid), str(schema), str(name), _IDENTITY.get(str(ident), str(ident)), tuple(pk)
+            int(str(oid)),
+            str(schema),
+            str(name),
+            _IDENTITY.get(str(ident), str(ident)),
+            tuple(str(c) for c in pk) if isinstance(pk, list) else (),
         )
         for oid, schema, name, ident, pk in rows
     ]
 
 
-def wal_retained(conn: psycopg.Connection[Any], slot: str) -> int | None:
-    """Bytes of WAL the server keeps for ``slot`` (current WAL LSN minus its restart LSN)."""
-    row = conn.execute(
-        "SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_replication_slots "
-        "WHERE slot_name = %s",
-        (slot,),
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else None
+def publication_tables(
+    conn: psycopg.Connection[Any], publications: Sequence[str]
+) -> list[PublishedTable]:
+    """The tables of ``publications`` (each once), with replica identity and primary key."""
+    rows = conn.execute(
+        "SELECT DISTINCT " + _TABLE_COLUMNS + "FROM pg_publication_tables p "
+        "JOIN pg_namespace n ON n.nspname = p.schemaname "
+        "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename "
+        "WHERE p.pubname = ANY(%s) ORDER BY 2, 3",
+        (list(publications),),
+    ).fetchall()
+    return _published(rows)
+
+
+def tables_to_publish(
+    conn: psycopg.Connection[Any], names: Sequence[str] | None
+) -> tuple[list[PublishedTable], list[str]]:
+    """The tables a new publication would hold, and the ``names`` that are no table.
+
+    ``names``: ``schema.table`` (unquoted; ``public`` when no schema is given), or None for
+    ``FOR ALL TABLES`` (every ordinary and partitioned table outside the system schemas;
+    partitions count through their parent).
+    """
+    if names is None:
+        rows = conn.execute(
+            "SELECT " + _TABLE_COLUMNS + "FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition "
+            "AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+            "AND n.nspname NOT LIKE 'pg\\_%%' ORDER BY 2, 3"
+        ).fetchall()
+        return _published(rows), []
+    pairs = [tuple(n.split(".", 1)) if "." in n else ("public", n) for n in names]
+    rows = conn.execute(
+        "SELECT " + _TABLE_COLUMNS + "FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN unnest(%s::text[], %s::text[]) AS w(s, t) ON w.s = n.nspname AND w.t = c.relname "
+        "WHERE c.relkind IN ('r', 'p') ORDER BY 2, 3",
+        ([s for s, _ in pairs], [t for _, t in pairs]),
+    ).fetchall()
+    found = _published(rows)
+    known = {(t.schema, t.name) for t in found}
+    return found, [n for n, p in zip(names, pairs, strict=True) if p not in known]
+
+
+def refused_changes(table: PublishedTable, operations: Sequence[str]) -> str | None:
+    """Why PostgreSQL refuses the application's changes of ``table`` once it is published.
+
+    A table published for UPDATE or DELETE needs a replica identity: a primary key (or the
+    index of REPLICA IDENTITY USING INDEX) or REPLICA IDENTITY FULL. Without one, the
+    server refuses those statements (``cannot update table … because it does not have a
+    replica identity and publishes updates``). None when nothing is refused.
+    """
+    refused = [op.upper() for op in ("update", "delete") if op in operations]
+    if not refused:
+        return None
+    what = " and ".join(refused)
+    if table.replica_identity == "nothing":
+        return f"{what} refused: REPLICA IDENTITY NOTHING (set DEFAULT with a key, or FULL)"
+    if table.replica_identity == "default" and not table.primary_key:
+        return f"{what} refused: no primary key (add one, or REPLICA IDENTITY FULL)"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +159,11 @@ class TableLayout:
     """``d``, ``f``, ``i`` or ``n`` (``pg_class.relreplident``)."""
     columns: tuple[tuple[str, int, int, bool], ...]
     chunk_key: tuple[str, ...]
-    """Columns of a unique, non-null key to read the table in ranges by (the primary key,
-    else the replica-identity index, else another unique index on NOT NULL columns);
-    empty for a table without one, which is read in one piece."""
+    """Columns of the key to read the table in ranges by: the key its changes carry (the
+    primary key under REPLICA IDENTITY DEFAULT or FULL, the identity index under USING
+    INDEX). Empty for a table without one, which is read in one piece: its consumers keep
+    it as a multiset and start it over at a load's first row, so the load must be whole
+    (a unique NOT NULL index that the changes do not name as a key does not count)."""
     chunk_key_types: tuple[str, ...]
     """``format_type`` of each chunk-key column (for casts of range bounds)."""
     estimated_rows: int
@@ -163,10 +218,16 @@ def table_layout(
         if published is None or str(a) in published
     )
     types = {str(a): str(ft) for a, _, _, ft, _ in attributes}
-    not_null = {str(a) for a, _, _, _, nn in attributes if nn}
-    key = primary or _index_columns(conn, relation_id, "indisreplident")
-    if not key:
-        key = _unique_not_null_key(conn, relation_id, not_null)
+    # The chunk key is the key the stream's consumers fold the table by
+    # (capture.events.Table.primary_key): the primary key under DEFAULT or FULL, the
+    # identity index under USING INDEX. A table without one is kept as a multiset by its
+    # consumers, who start it over at the first row of a load: it must be one chunk.
+    if identity in ("d", "f"):
+        key = primary
+    elif identity == "i":
+        key = tuple(c for c in _index_columns(conn, relation_id, "indisreplident"))
+    else:
+        key = ()
     return TableLayout(
         relation_id, schema, name, identity, columns, key, tuple(types[k] for k in key), estimate
     )
@@ -199,24 +260,6 @@ def _index_columns(conn: psycopg.Connection[Any], relation_id: int, flag: str) -
     ).format(sql.Identifier(flag))
     rows = conn.execute(query, (relation_id,)).fetchall()
     return tuple(str(r[0]) for r in rows)
-
-
-def _unique_not_null_key(
-    conn: psycopg.Connection[Any], relation_id: int, not_null: set[str]
-) -> tuple[str, ...]:
-    """The narrowest valid unique index on NOT NULL plain columns, or ()."""
-    rows = conn.execute(
-        "SELECT i.indexrelid, array_agg(a.attname ORDER BY k.n) FROM pg_index i "
-        "JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true "
-        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
-        "WHERE i.indrelid = %s AND i.indisunique AND i.indisvalid AND i.indexprs IS NULL "
-        "AND i.indpred IS NULL GROUP BY i.indexrelid ORDER BY count(*), i.indexrelid",
-        (relation_id,),
-    ).fetchall()
-    for _, names in rows:
-        if all(str(n) in not_null for n in names):
-            return tuple(str(n) for n in names)
-    return ()
 
 
 def type_names(
@@ -273,123 +316,23 @@ def publications(conn: psycopg.Connection[Any], names: Sequence[str] = ()) -> li
     ]
 
 
-# -- replication slots -----------------------------------------------------------------------
+def refused_writes(
+    conn: psycopg.Connection[Any], names: Sequence[str]
+) -> list[tuple[str, str, str]]:
+    """``(schema.table, publication, why)`` of each table whose changes PostgreSQL refuses.
 
-
-@dataclass(frozen=True, slots=True)
-class SlotStatus:
-    """A replication slot as ``pg_replication_slots`` and ``pg_stat_replication`` see it."""
-
-    name: str
-    slot_type: str
-    """``logical`` or ``physical``."""
-    plugin: str | None
-    """Output plugin (``pgoutput``); None for a physical slot."""
-    database: str | None
-    temporary: bool
-    active_pid: int | None
-    """The walsender streaming from the slot, or None when nobody is."""
-    confirmed_flush_lsn: int | None
-    """What the consumer has confirmed (logical slots only)."""
-    restart_lsn: int | None
-    """The oldest WAL the slot still needs; None once the slot is lost."""
-    current_lsn: int
-    """The server's current WAL position (its replay position on a standby)."""
-    wal_status: str | None
-    """``reserved``, ``extended``, ``unreserved`` or ``lost`` (PostgreSQL 13+)."""
-    safe_wal_size: int | None
-    """Bytes of WAL that can still be written before the slot is invalidated (PostgreSQL
-    13+; None when ``max_slot_wal_keep_size`` is -1, unlimited)."""
-    two_phase: bool | None
-    write_lag: float | None
-    flush_lag: float | None
-    replay_lag: float | None
-    """Seconds, from ``pg_stat_replication`` while the slot is active (None otherwise, and
-    a while after the consumer caught up with an idle server)."""
-    reply_time: datetime | None
-    """When the consumer last sent a status update (while active; PostgreSQL 12+)."""
-
-    @property
-    def active(self) -> bool:
-        """Whether a walsender streams from the slot now."""
-        return self.active_pid is not None
-
-    @property
-    def lag_bytes(self) -> int | None:
-        """WAL written since the consumer's confirmed position (None: not a logical slot)."""
-        if self.confirmed_flush_lsn is None:
-            return None
-        return max(self.current_lsn - self.confirmed_flush_lsn, 0)
-
-    @property
-    def wal_retained(self) -> int | None:
-        """Bytes of WAL the server keeps for the slot (None once it is lost)."""
-        if self.restart_lsn is None:
-            return None
-        return max(self.current_lsn - self.restart_lsn, 0)
-
-
-def _lsn(column: str) -> sql.Composable:
-    return sql.SQL("({} - '0/0'::pg_lsn)::int8").format(sql.SQL(column))
-
-
-def slot_status(conn: psycopg.Connection[Any], slot: str | None = None) -> list[SlotStatus]:
-    """The status of slot ``slot``, or of every logical slot of the connected database.
-
-    Empty when ``slot`` does not exist.
+    See :func:`refused_changes`; only the operations each publication publishes count.
     """
-    version = conn.info.server_version
-    null = sql.SQL("NULL")
-    query = sql.SQL(
-        "WITH here AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
-        "  ELSE pg_current_wal_lsn() END AS lsn) "
-        "SELECT s.slot_name, s.slot_type, s.plugin, s.database, s.temporary, s.active_pid, "
-        "{confirmed}, {restart}, (here.lsn - '0/0'::pg_lsn)::int8, {wal_status}, "
-        "{safe}, {two_phase}, extract(epoch FROM r.write_lag)::float8, "
-        "extract(epoch FROM r.flush_lag)::float8, extract(epoch FROM r.replay_lag)::float8, "
-        "{reply_time} "
-        "FROM pg_replication_slots s CROSS JOIN here "
-        "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
-        "WHERE CASE WHEN %(slot)s::text IS NULL "
-        "  THEN s.slot_type = 'logical' AND s.database = current_database() "
-        "  ELSE s.slot_name = %(slot)s END "
-        "ORDER BY s.slot_name"
-    ).format(
-        confirmed=_lsn("s.confirmed_flush_lsn"),
-        restart=_lsn("s.restart_lsn"),
-        wal_status=sql.SQL("s.wal_status") if version >= 130000 else null,
-        safe=sql.SQL("s.safe_wal_size") if version >= 130000 else null,
-        two_phase=sql.SQL("s.two_phase") if version >= 140000 else null,
-        reply_time=sql.SQL("r.reply_time") if version >= 120000 else null,
-    )
-    rows = conn.execute(query, {"slot": slot}).fetchall()
-    return [
-        SlotStatus(
-            name=str(r[0]),
-            slot_type=str(r[1]),
-            plugin=_text(r[2]),
-            database=_text(r[3]),
-            temporary=bool(r[4]),
-            active_pid=_int(r[5]),
-            confirmed_flush_lsn=_int(r[6]),
-            restart_lsn=_int(r[7]),
-            current_lsn=int(r[8]),
-            wal_status=_text(r[9]),
-            safe_wal_size=_int(r[10]),
-            two_phase=None if r[11] is None else bool(r[11]),
-            write_lag=_float(r[12]),
-            flush_lag=_float(r[13]),
-            replay_lag=_float(r[14]),
-            reply_time=r[15] if isinstance(r[15], datetime) else None,
-        )
-        for r in rows
-    ]
+    found = []
+    for publication in publications(conn, names):
+        for table in publication_tables(conn, [publication.name]):
+            note = refused_changes(table, publication.operations)
+            if note is not None:
+                found.append((table.qualified_name, publication.name, note))
+    return found
 
 
-def slot_names(conn: psycopg.Connection[Any]) -> list[str]:
-    """Every replication slot of the server, by name."""
-    rows = conn.execute("SELECT slot_name FROM pg_replication_slots ORDER BY 1").fetchall()
-    return [str(r[0]) for r in rows]
+# -- settings ------------------------------------------------------------------------------
 
 
 def max_slot_wal_keep_size(conn: psycopg.Connection[Any]) -> int | None:
@@ -401,15 +344,3 @@ def max_slot_wal_keep_size(conn: psycopg.Connection[Any]) -> int | None:
         return None
     units = {"B": 1, "kB": 1024, "MB": 1024**2, "GB": 1024**3}
     return int(row[0]) * units.get(str(row[1] or "B"), 1)
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _int(value: object) -> int | None:
-    return None if value is None else int(str(value))
-
-
-def _float(value: object) -> float | None:
-    return None if value is None else float(str(value))

@@ -8,10 +8,20 @@ Acknowledgement invariant: the flushed LSN sent to the server only ever moves fo
 only to a value the caller passed to :meth:`ReplicationStream.acknowledge`, i.e. a
 position whose changes the caller has durably handed on. Status updates are sent every
 ``status_interval`` seconds, when the server asks for one, and on close.
+
+Liveness: a server (or a network path) that hangs must not hang walcast. A status update
+sent while the stream has been quiet for ``status_interval`` asks the server for a reply
+(``replyRequested``): a live walsender answers at once with a keepalive, even on an idle
+database and whatever its ``wal_sender_timeout``. When nothing at all (no data, no
+keepalive) has arrived for ``receive_timeout`` seconds while walcast was reading, the
+stream counts as lost (:class:`~capture.errors.ConnectionLostError`, retried); the
+connection also uses TCP keepalives (:func:`capture.replication.setup.connect`), so a
+peer that vanished is noticed by the kernel too.
 """
 
 from __future__ import annotations
 
+import re
 import select
 import struct
 import time
@@ -22,7 +32,13 @@ import psycopg
 from psycopg import pq, sql
 
 from capture import dsn as dsn_util
-from capture.errors import AccessDeniedError, ConnectionLostError, SetupError, WalcastError
+from capture.errors import (
+    AccessDeniedError,
+    ConnectionLostError,
+    SetupError,
+    SlotInUseError,
+    WalcastError,
+)
 from capture.lsn import format_lsn
 from capture.replication.protocol import (
     Keepalive,
@@ -83,11 +99,14 @@ class ReplicationStream:
         *,
         start_lsn: int = 0,
         status_interval: float = DEFAULT_STATUS_INTERVAL,
+        receive_timeout: float | None = None,
     ) -> None:
         self.dsn = dsn
         self.slot = slot
         self.options = options
         self.status_interval = status_interval
+        self.receive_timeout = receive_timeout
+        """Seconds without any message before the stream counts as lost (None: never)."""
         self.received_lsn = start_lsn
         """Highest WAL end seen in XLogData or keepalives."""
         self.acked_lsn = start_lsn
@@ -96,7 +115,11 @@ class ReplicationStream:
         self._last_status = 0.0
         self._conn = connect(dsn, replication=True)
         self._pgconn = self._conn.pgconn
+        self.backend_pid = self._conn.info.backend_pid
+        """The walsender's process id on the server (to recognise it after a network cut)."""
+        self._last_heard = time.monotonic()
         self._start(start_lsn)
+        self._last_heard = time.monotonic()
 
     def _start(self, start_lsn: int) -> None:
         stmt = sql.SQL("START_REPLICATION SLOT {} LOGICAL {} ({})").format(
@@ -110,10 +133,9 @@ class ReplicationStream:
             text = dsn_util.scrub(str(exc).strip(), self.dsn).splitlines()[0]
             self._conn.close()
             if "is active for PID" in text:
-                raise SetupError(
-                    f"replication slot {self.slot!r} is in use: {text}",
-                    hint="stop the other consumer, or use a different --slot",
-                ) from None
+                found = re.search(r"is active for PID (\d+)", text)
+                pid = int(found.group(1)) if found else 0
+                raise SlotInUseError(self.slot, pid, detail=text) from None
             if "does not exist" in text:
                 raise SetupError(
                     text, hint="create it (--create-slot / --create-publication) or fix the name"
@@ -170,11 +192,30 @@ class ReplicationStream:
                 ready, _, _ = select.select([pgconn.socket], [], [], min(remaining, 1.0))
                 if ready:
                     pgconn.consume_input()
+                else:  # the socket itself is silent (data read late is not silence)
+                    self._check_heard()
         except psycopg.OperationalError as exc:
             raise self._lost(exc) from None
         self.received_lsn = received
+        if batch:
+            self._last_heard = time.monotonic()
         self.maybe_send_status()
         return batch
+
+    def _check_heard(self) -> None:
+        """Raise when the server has sent nothing for ``receive_timeout`` seconds."""
+        limit = self.receive_timeout
+        if limit is None:
+            return
+        silent = time.monotonic() - self._last_heard
+        if silent >= limit:
+            raise ConnectionLostError(
+                f"replication stream from slot {self.slot!r} received nothing (not even a "
+                f"keepalive) for {silent:.0f} s at {format_lsn(self.received_lsn)}: the server "
+                "or the network hangs",
+                hint="walcast drops the connection and reconnects; source.receive_timeout "
+                f"sets the wait (now {limit:g} s)",
+            )
 
     def _lost(self, exc: BaseException | None) -> WalcastError:
         """The error for a stream that ended: the server's own ErrorResponse when it sent one.
@@ -248,10 +289,12 @@ class ReplicationStream:
         A moved acknowledgement is sent at most once per :data:`ACK_STATUS_INTERVAL`, so
         the slot releases WAL promptly without a status update per transaction.
         """
-        elapsed = time.monotonic() - self._last_status
-        if elapsed >= self.status_interval or (
-            self.acked_lsn != self._sent_ack and elapsed >= ACK_STATUS_INTERVAL
-        ):
+        now = time.monotonic()
+        elapsed = now - self._last_status
+        if elapsed >= self.status_interval:
+            # Quiet for a while: ask for a reply, so a live server proves it is alive.
+            self.send_status(reply=now - self._last_heard >= self.status_interval)
+        elif self.acked_lsn != self._sent_ack and elapsed >= ACK_STATUS_INTERVAL:
             self.send_status()
 
     def send_status(self, *, reply: bool = False) -> None:

@@ -11,19 +11,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import psycopg
 import structlog
 from psycopg import sql
 
 from capture import dsn as dsn_util
-from capture.errors import AccessDeniedError, ConnectionLostError, SetupError, WalcastError
+from capture.errors import (
+    AccessDeniedError,
+    ConfigError,
+    ConnectionLostError,
+    SetupError,
+    SlotInUseError,
+    WalcastError,
+)
+from capture.replication import catalog
+from capture.replication.slots import SlotStatus, find_slot
 
 if TYPE_CHECKING:
     from capture.replication.side import SideConnection
 
 log = structlog.get_logger("walcast.setup")
+
+T = TypeVar("T")
 
 MIN_SERVER_FOR_PROTO: Final = {1: 100000, 2: 140000, 3: 150000, 4: 160000}
 """server_version_num needed for each pgoutput protocol version."""
@@ -35,14 +46,39 @@ def highest_proto_version(server_version: int) -> int:
 
 
 def _format_version(num: int) -> str:
-    return f"{num // 10000}.{num % 10000}" if num >= 100000 else str(num)
+    if num >= 100000:
+        return f"{num // 10000}.{num % 10000}"
+    return f"{num // 10000}.{num // 100 % 100}.{num % 100}"  # 9.6.24 is 90624
+
+
+MIN_SERVER_VERSION: Final = 130000
+"""The oldest PostgreSQL walcast supports (13): pgoutput v1 with the catalog it reads."""
+
+
+def resolve_failover(requested: bool | None, server: ServerInfo) -> bool:
+    """Whether a slot walcast creates is a failover slot (``source.failover_slot``).
+
+    Unset: yes where the server can (PostgreSQL 17+) and is a primary (a standby cannot
+    create a failover slot). ``true`` on an older server is a ConfigError: a failover would
+    lose the slot, which the user asked to avoid.
+    """
+    if requested is None:
+        return server.version_num >= 170000 and not server.in_recovery
+    if requested and server.version_num < 170000:
+        raise ConfigError(
+            f"source.failover_slot: failover slots need PostgreSQL 17 or newer; the server is "
+            f"{_format_version(server.version_num)}",
+            hint="leave source.failover_slot unset (or false); on 13-16 a failover loses the "
+            "slot: create it on the promoted primary and load again (see the README)",
+        )
+    return requested
 
 
 _REFUSALS: Final = (
     ("password authentication failed", "the server refused the password of role {user}",
-     "fix the password (in --dsn, $PGPASSWORD or ~/.pgpass); retrying cannot help"),
+     "fix the password ($PGPASSWORD, ~/.pgpass, source.password_*); retrying cannot help"),
     ("no password supplied", "the server wants a password for role {user} and none was given",
-     "put it in $PGPASSWORD or ~/.pgpass (or password= in --dsn)"),
+     "put it in $PGPASSWORD or ~/.pgpass (walcast run: source.password_env or _file)"),
     ("authentication failed", "the server refused to authenticate role {user}",
      "check the authentication method for this role in pg_hba.conf"),
     ("no pg_hba.conf entry", "pg_hba.conf has no entry for role {user} from this host",
@@ -69,21 +105,47 @@ the server starting up or shutting down, too many connections) is a transient
 :class:`~capture.errors.ConnectionLostError`."""
 
 
+TCP_KEEPALIVES: Final = {
+    "keepalives": "1",
+    "keepalives_idle": "15",
+    "keepalives_interval": "5",
+    "keepalives_count": "4",
+    "tcp_user_timeout": "60000",
+}
+"""libpq settings of a replication connection, unless the DSN sets them: the kernel probes
+an idle connection after 15 s and gives up after 4 unanswered probes 5 s apart, and data
+unacknowledged for 60 s ends it, so a peer that vanished (a firewall, a NAT or a load
+balancer that dropped the connection) is noticed within about a minute."""
+
+
 def connect(dsn: str, *, replication: bool = False) -> psycopg.Connection[tuple[object, ...]]:
     """Open an autocommit connection (a walsender one with ``replication``).
 
+    A replication connection gets :data:`TCP_KEEPALIVES` where the DSN does not set them.
     Failures become one-line errors that name the target without its password: a refusal
     (credentials, role, privilege, pg_hba.conf, database) is terminal, anything else is a
     lost connection, retried.
     """
-    dsn_util.parse(dsn)
-    extra = {"replication": "database"} if replication else {}
+    given = dsn_util.parse(dsn)
+    extra: dict[str, str] = {}
+    if replication:
+        extra = {k: v for k, v in TCP_KEEPALIVES.items() if k not in given}
+        extra["replication"] = "database"
     try:
-        return psycopg.connect(
+        conn = psycopg.connect(
             dsn_util.with_session_options(dsn, **extra), autocommit=True, connect_timeout=10
         )
     except psycopg.OperationalError as exc:
         raise connection_error(exc, dsn) from None
+    version = conn.info.server_version
+    if 0 < version < MIN_SERVER_VERSION:
+        conn.close()
+        raise SetupError(
+            f"PostgreSQL {_format_version(version)} ({dsn_util.describe(dsn)}) is too old: "
+            f"walcast needs PostgreSQL {MIN_SERVER_VERSION // 10000} or newer",
+            hint="upgrade the server, or point --dsn at a newer one",
+        )
+    return conn
 
 
 def connection_error(exc: BaseException, dsn: str) -> WalcastError:
@@ -126,19 +188,8 @@ class ServerInfo:
     version_num: int
     wal_level: str
     database: str
-
-
-@dataclass(frozen=True, slots=True)
-class SlotInfo:
-    """A logical replication slot as ``pg_replication_slots`` reports it."""
-
-    name: str
-    plugin: str | None
-    slot_type: str
-    database: str | None
-    active_pid: int | None
-    confirmed_flush_lsn: str | None
-    two_phase: bool
+    in_recovery: bool = False
+    """The server is a standby (logical decoding there needs PostgreSQL 16+)."""
 
 
 class Preflight:
@@ -161,14 +212,18 @@ class Preflight:
     def _query(
         self, doing: str, query: str, params: tuple[object, ...] = ()
     ) -> list[tuple[object, ...]]:
-        """Run ``query``; a failure becomes a walcast error saying what was being done.
+        """Run ``query``; a failure becomes a walcast error (see :meth:`_call`)."""
+        return self._call(doing, lambda: self.conn.execute(query, params).fetchall())
+
+    def _call(self, doing: str, call: Callable[[], T]) -> T:
+        """``call()``; a failure becomes a walcast error saying what was being done.
 
         A missing privilege is an :class:`~capture.errors.AccessDeniedError` naming the role
         and the privilege; a broken connection a ConnectionLostError; anything else a
         SetupError with the server's message.
         """
         try:
-            return self.conn.execute(query, params).fetchall()
+            return call()
         except psycopg.errors.InsufficientPrivilege as exc:
             user = self.conn.info.user
             text = _first_line(exc, self.dsn)
@@ -197,9 +252,10 @@ class Preflight:
         (row,) = self._query(
             "read the server settings",
             "SELECT current_setting('server_version_num'), current_setting('wal_level'), "
-            "current_database(), current_setting('server_encoding')",
+            "current_database(), current_setting('server_encoding'), "
+            "pg_is_in_recovery()::text",
         )
-        version, wal_level, database, encoding = (_text(v) for v in row)
+        version, wal_level, database, encoding, standby = (_text(v) for v in row)
         if encoding == "SQL_ASCII":
             log.info(
                 "sql_ascii_database",
@@ -213,7 +269,15 @@ class Preflight:
                 "replication needs wal_level=logical",
                 hint="ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL",
             )
-        return ServerInfo(int(version), wal_level, database)
+        return ServerInfo(int(version), wal_level, database, standby in ("true", "t"))
+
+    def wal_sender_timeout(self) -> float:
+        """The server's ``wal_sender_timeout`` in seconds (0: disabled)."""
+        (row,) = self._query(
+            "read wal_sender_timeout",
+            "SELECT setting::int8 FROM pg_settings WHERE name = 'wal_sender_timeout'",
+        )
+        return int(str(row[0])) / 1000
 
     def check_proto_version(self, server: ServerInfo, proto_version: int) -> None:
         """Raise if the server is too old for ``proto_version``."""
@@ -229,31 +293,24 @@ class Preflight:
                 hint=f"use --proto-version {highest_proto_version(server.version_num)} or omit it",
             )
 
-    def slot(self, name: str) -> SlotInfo | None:
+    def slot(self, name: str) -> SlotStatus | None:
         """The slot called ``name``, or None."""
-        rows = self._query(
-            f"read replication slot {name!r}",
-            "SELECT slot_name, plugin, slot_type, database, active_pid, "
-            "confirmed_flush_lsn::text, two_phase FROM pg_replication_slots WHERE slot_name = %s",
-            (name,),
-        )
-        if not rows:
-            return None
-        row = rows[0]
-        return SlotInfo(
-            str(row[0]),
-            None if row[1] is None else str(row[1]),
-            str(row[2]),
-            None if row[3] is None else str(row[3]),
-            None if row[4] is None else int(str(row[4])),
-            None if row[5] is None else str(row[5]),
-            bool(row[6]),
-        )
+        return self._call(f"read replication slot {name!r}", lambda: find_slot(self.conn, name))
 
     def ensure_slot(
-        self, name: str, server: ServerInfo, *, create: bool, two_phase: bool = False
-    ) -> SlotInfo:
-        """Check (or create, with ``create``) a pgoutput slot usable from this database."""
+        self,
+        name: str,
+        server: ServerInfo,
+        *,
+        create: bool,
+        two_phase: bool = False,
+        failover: bool = False,
+    ) -> SlotStatus:
+        """Check (or create, with ``create``) a pgoutput slot usable from this database.
+
+        A created slot is a failover slot with ``failover`` (PostgreSQL 17+: standbys with
+        ``sync_replication_slots`` keep a copy that a promoted standby streams on from).
+        """
         info = self.slot(name)
         if info is None:
             if not create:
@@ -262,11 +319,25 @@ class Preflight:
                     hint="pass --create-slot, or SELECT pg_create_logical_replication_slot"
                     f"('{name}', 'pgoutput')",
                 )
-            self._query(
-                f"create replication slot {name!r}",
-                "SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
-                (name, two_phase),
-            )
+            if server.version_num >= 170000:
+                self._query(
+                    f"create replication slot {name!r}",
+                    "SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s, %s)",
+                    (name, two_phase, failover),
+                )
+            elif server.version_num >= 140000:
+                self._query(
+                    f"create replication slot {name!r}",
+                    "SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
+                    (name, two_phase),
+                )
+            else:  # no two_phase argument before 14 (and --two-phase is refused there)
+                self._query(
+                    f"create replication slot {name!r}",
+                    "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')",
+                    (name,),
+                )
+            log.info("slot_created", slot=name, two_phase=two_phase, failover=failover)
             info = self.slot(name)
             assert info is not None
         if info.slot_type != "logical":
@@ -284,10 +355,7 @@ class Preflight:
                 hint="point --dsn at the slot's database",
             )
         if info.active_pid is not None:
-            raise SetupError(
-                f"replication slot {name!r} is in use by another process (PID {info.active_pid})",
-                hint="stop the other consumer, or use a different --slot",
-            )
+            raise SlotInUseError(name, info.active_pid)
         return info
 
     def ensure_publication(self, name: str, *, create: bool, tables: list[str] | None) -> None:
@@ -301,6 +369,7 @@ class Preflight:
                 f"publication {name!r} does not exist",
                 hint=f"pass --create-publication, or CREATE PUBLICATION {name} FOR ALL TABLES",
             )
+        self._check_publishable(name, tables or None)
         if tables:
             targets = sql.SQL(", ").join(sql.Identifier(*t.split(".", 1)) for t in tables)
             stmt = sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
@@ -324,6 +393,44 @@ class Preflight:
                 hint="FOR ALL TABLES needs a superuser, FOR TABLE the tables' owner; list "
                 "tables with --publish-tables, or create the publication as such a role",
             ) from None
+
+    def _check_publishable(self, name: str, tables: list[str] | None) -> None:
+        """Refuse to publish a table whose UPDATEs and DELETEs PostgreSQL would then refuse.
+
+        A publication publishes updates and deletes by default; a published table without a
+        replica identity (no primary key under REPLICA IDENTITY DEFAULT, or NOTHING) then
+        makes the server refuse the application's own UPDATE and DELETE statements. A
+        capture tool must never do that, so nothing is created and one line names every
+        such table and the fixes.
+        """
+        found, missing = self._call(
+            f"read the tables to publish in {name!r}",
+            lambda: catalog.tables_to_publish(self.conn, tables),
+        )
+        if missing:
+            raise SetupError(
+                f"--publish-tables: no table {missing[0]!r} in database "
+                f"{self.conn.info.dbname!r}; nothing was created",
+                hint="give tables as schema.table (unquoted, case-sensitive)",
+            )
+        blocked = [
+            (t, note)
+            for t in found
+            if (note := catalog.refused_changes(t, ("update", "delete"))) is not None
+        ]
+        if not blocked:
+            return
+        shown = "; ".join(f"{t.qualified_name} ({note})" for t, note in blocked[:5])
+        more = f"; and {len(blocked) - 5} more" if len(blocked) > 5 else ""
+        first = blocked[0][0].qualified_name
+        leave_out = "leave them out of --publish-tables" if tables else "list only the "
+        raise SetupError(
+            f"--create-publication: publishing {len(blocked)} table(s) would make PostgreSQL "
+            f"refuse the application's UPDATE and DELETE on them: {shown}{more}; publication "
+            f"{name!r} was not created",
+            hint=f"ALTER TABLE {first} REPLICA IDENTITY FULL, or give it a primary key, or "
+            + (leave_out if tables else leave_out + "tables to publish with --publish-tables"),
+        )
 
     def publication_tables_without_full_identity(self, publication: str) -> list[str]:
         """Published tables whose REPLICA IDENTITY is not FULL (no complete before image)."""

@@ -14,7 +14,9 @@ starts: the exactly-once offsets (:mod:`capture.sinks.offsets`) and the load pro
 * a topic that does not exist yet holds nothing (an empty result), and Kafka not
   answering within ``timeout`` seconds, or a read error, is :class:`TopicUnreadableError`
   (the caller turns it into its own transient error). A ``stop`` request ends the wait for
-  an unreachable Kafka within :data:`STEP` seconds, as the same error.
+  an unreachable Kafka within :data:`STEP` seconds, as the same error;
+* ``tick`` runs between the waits (at least every :data:`STEP` seconds): a caller that
+  holds a replication stream keeps it answering its server while Kafka is slow.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def read_compacted(
     timeout: float,
     group: str,
     stop: Callable[[], bool] = lambda: False,
+    tick: Callable[[], None] = lambda: None,
 ) -> dict[bytes, bytes]:
     """The newest non-empty value of every key of ``topic`` that ``wanted`` accepts.
 
@@ -76,6 +79,7 @@ def read_compacted(
             except KafkaException as exc:
                 if stop() or time.monotonic() >= deadline:
                     raise TopicUnreadableError(str(exc.args[0].str())) from None
+                tick()
         described = metadata.topics.get(topic)
         if described is None or described.error is not None or not described.partitions:
             return found  # the topic does not exist yet: nothing was ever written
@@ -86,6 +90,7 @@ def read_compacted(
             if time.monotonic() > deadline or stop():
                 raise TopicUnreadableError(f"timed out after {timeout:g} s reading it")
             message = consumer.poll(0.5)
+            tick()
             if message is None:
                 continue
             error = message.error()

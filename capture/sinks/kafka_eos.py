@@ -82,19 +82,14 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from capture.errors import RetryPolicy, SetupError, WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
+from capture.identity import SourceIdentity
 from capture.lsn import format_lsn
 from capture.position import TxnPosition
 from capture.pump import Output
+from capture.replication.slots import slot_holder, source_identity
 from capture.sinks import StopRequested
 from capture.sinks.kafka import KafkaSink, KafkaSinkError, client_logger, fatal_error
-from capture.sinks.offsets import (
-    DEFAULT_OFFSETS_TOPIC,
-    OffsetRecord,
-    SourceIdentity,
-    read_offset,
-    slot_holder,
-    source_identity,
-)
+from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, OffsetRecord, read_offset
 
 log = structlog.get_logger("walcast.kafka")
 
@@ -151,7 +146,10 @@ class TransactionalKafkaSink(KafkaSink):
         stop: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """A sink for the source ``identity()`` names (called once the producer is needed).
+        """A sink for the source ``identity()`` names.
+
+        ``identity()`` is asked once the producer is needed, unless :meth:`bind_source`
+        named the source before.
 
         ``slot_holder`` returns the pid of another process streaming the slot; it is checked
         when the producer is needed before this process holds the slot (None: no check).
@@ -170,7 +168,9 @@ class TransactionalKafkaSink(KafkaSink):
         self._identity_of = identity
         self._slot_holder = slot_holder
         self._stop = stop
-        self.identity: SourceIdentity | None = None
+        self.generation: str | None = None
+        """The slot's generation (:mod:`capture.identity`): offsets records carry it, and
+        only a record of this generation is read back. Set before :meth:`start_session`."""
         self.committed: OffsetRecord | None = None
         """What Kafka holds for this source (read at start, then each commit's record)."""
         self.commits = 0
@@ -356,6 +356,10 @@ class TransactionalKafkaSink(KafkaSink):
             else:
                 return
 
+    def _record_producer(self) -> Producer:
+        """The producer of walcast's own records: the non-transactional one (see publish)."""
+        return self._plain
+
     def announce(self, table: Table) -> None:
         """Publish the table's layout inside the transaction (aborted with it, if so)."""
         if self.schema_topic is not None and not self._in_txn:
@@ -454,7 +458,7 @@ class TransactionalKafkaSink(KafkaSink):
             self._client_error(error)
 
     def _fenced(self, error: KafkaError) -> KafkaSinkError:
-        identity = self.identity
+        identity = self.source
         slot = identity.slot if identity is not None else "?"
         tid = identity.transactional_id if identity is not None else "?"
         return KafkaSinkError(
@@ -470,9 +474,10 @@ class TransactionalKafkaSink(KafkaSink):
         """Create the transactional producer, fence older instances, read the offsets."""
         if self._ready:
             return
-        identity = self.identity
+        identity = self.source
         if identity is None:
-            identity = self.identity = self._identity_of()
+            identity = self._identity_of()
+            self.bind_source(identity)
         if guard and self._slot_holder is not None:
             pid = self._slot_holder()
             if pid is not None:
@@ -518,7 +523,13 @@ class TransactionalKafkaSink(KafkaSink):
                 )
             self.wait_hook()
         self.note_reachable()
-        self.committed = read_offset(self.settings, self.offsets_topic, identity.key)
+        self.committed = read_offset(
+            self.settings,
+            self.offsets_topic,
+            identity.key,
+            generation=self.generation,
+            tick=self.wait_hook,
+        )
         self._ready = True
         committed = self.committed
         log.info(
@@ -592,7 +603,7 @@ class TransactionalKafkaSink(KafkaSink):
             )
         self._failed_unit()
         producer = self.producer
-        identity = self.identity
+        identity = self.source
         if self._record is None and self._units and identity is not None:
             last = self._units[-1]
             record = OffsetRecord(
@@ -602,6 +613,7 @@ class TransactionalKafkaSink(KafkaSink):
                 units=len(self._units),
                 transactional_id=identity.transactional_id,
                 written_at=time.time(),
+                generation=self.generation,
             )
             value = record.to_json()
             while True:

@@ -6,11 +6,13 @@ inside that same transaction. It says which unit of the stream (a PostgreSQL tra
 load chunk, a logical message) was the last one the transaction holds, so a read_committed
 reader of the topic knows exactly what Kafka has: every unit up to it, nothing after it.
 
-Key: :meth:`SourceIdentity.key`, ``<system identifier>/<database>/<slot>``. A slot name alone
-is not unique (two clusters may both have a slot ``walcast`` and share one Kafka); the
-system identifier (``pg_control_system()``) is, and it survives a restart and a physical
-failover (a standby shares it). The producer's ``transactional.id`` is derived from the same
-identity (:meth:`SourceIdentity.transactional_id`).
+Key: :attr:`~capture.identity.SourceIdentity.key`, ``<system identifier>/<database>/<slot>``
+(see :mod:`capture.identity`: a slot name alone is not unique; the system identifier
+survives a restart and a physical failover). The producer's ``transactional.id`` is derived
+from the same identity. The record carries the slot's **generation**: a record written for
+an earlier life of the slot (dropped, then created again by walcast) is not read back
+(:func:`read_offset`), so a new slot never skips changes because of its predecessor's
+position (after a restore of the server, a new slot's LSNs may lie below it).
 
 Value: JSON (:class:`OffsetRecord`). ``commit_lsn`` is what the skip rule uses
 (:mod:`capture.skip_committed`): units of the stream have strictly increasing commit LSNs in
@@ -30,17 +32,18 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 import orjson
-import psycopg
+import structlog
 
-from capture import dsn as dsn_util
-from capture.errors import ConnectionLostError, RetryPolicy, WalcastError
+from capture.errors import RetryPolicy, WalcastError
 from capture.lsn import format_lsn
-from capture.replication.setup import connect
 from capture.sinks.compacted import TopicUnreadableError, read_compacted
+
+log = structlog.get_logger("walcast.offsets")
 
 DEFAULT_OFFSETS_TOPIC: Final = "walcast.offsets"
 READ_TIMEOUT: Final = 30.0
@@ -53,60 +56,6 @@ class OffsetsUnavailableError(WalcastError):
 
     retry = RetryPolicy.TRANSIENT
     exit_code = 6
-
-
-@dataclass(frozen=True, slots=True)
-class SourceIdentity:
-    """Which replication source a producer and an offsets record belong to."""
-
-    system_identifier: str
-    database: str
-    slot: str
-
-    @property
-    def key(self) -> str:
-        """The offsets topic key."""
-        return f"{self.system_identifier}/{self.database}/{self.slot}"
-
-    @property
-    def transactional_id(self) -> str:
-        """The producer's ``transactional.id``: one per source, so a restart fences its zombie."""
-        return f"walcast-{self.system_identifier}-{self.database}-{self.slot}"
-
-
-def source_identity(dsn: str, slot: str) -> SourceIdentity:
-    """The identity of ``slot`` on the server ``dsn`` points at (a short plain connection).
-
-    Raises :class:`~capture.errors.ConnectionLostError` (retried) when the server cannot be
-    reached.
-    """
-    try:
-        with connect(dsn) as conn:
-            row = conn.execute(
-                "SELECT system_identifier::text, current_database() FROM pg_control_system()"
-            ).fetchone()
-    except psycopg.Error as exc:
-        text = dsn_util.scrub(str(exc).strip(), dsn).splitlines()
-        raise ConnectionLostError(
-            f"cannot read the system identifier of {dsn_util.describe(dsn)}: "
-            f"{text[-1] if text else type(exc).__name__}",
-            hint="walcast retries",
-        ) from None
-    except WalcastError as exc:
-        if exc.retry is RetryPolicy.TRANSIENT:
-            raise
-        raise ConnectionLostError(exc.message, hint=exc.hint) from None
-    assert row is not None
-    return SourceIdentity(str(row[0]), str(row[1]), slot)
-
-
-def slot_holder(dsn: str, slot: str) -> int | None:
-    """The pid of the process streaming ``slot`` now (None: nobody, or no such slot)."""
-    with connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-        ).fetchone()
-    return int(str(row[0])) if row is not None and row[0] is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +73,8 @@ class OffsetRecord:
     transactional_id: str = ""
     written_at: float = 0.0
     """Unix time the record was produced."""
+    generation: str | None = None
+    """The slot's generation it was written under (:mod:`capture.identity`)."""
 
     def to_json(self) -> bytes:
         """The record's value (LSNs also in PostgreSQL's ``X/Y`` text, for people)."""
@@ -146,11 +97,19 @@ def client_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_offset(
-    settings: dict[str, Any], topic: str, key: str, *, timeout: float = READ_TIMEOUT
+    settings: dict[str, Any],
+    topic: str,
+    key: str,
+    *,
+    generation: str | None = None,
+    timeout: float = READ_TIMEOUT,
+    tick: Callable[[], None] = lambda: None,
 ) -> OffsetRecord | None:
-    """The newest committed record of ``key`` in ``topic`` (None: the source has none).
+    """The newest committed record of ``key`` in ``topic`` of the slot's ``generation``.
 
-    Raises :class:`OffsetsUnavailableError` when Kafka does not answer within ``timeout``.
+    None: the source has none, or only one of another generation (an earlier life of the
+    slot: ignored, with an ``offsets_of_earlier_slot_ignored`` warning). Raises
+    :class:`OffsetsUnavailableError` when Kafka does not answer within ``timeout``.
     """
     try:
         records = read_compacted(
@@ -159,11 +118,25 @@ def read_offset(
             key.encode().__eq__,
             timeout=timeout,
             group="walcast-offsets",
+            tick=tick,
         )
     except TopicUnreadableError as exc:
         raise _unavailable(topic, str(exc)) from None
     value = records.get(key.encode())
-    return OffsetRecord.from_json(value) if value is not None else None
+    if value is None:
+        return None
+    record = OffsetRecord.from_json(value)
+    if record.generation != generation:
+        log.warning(
+            "offsets_of_earlier_slot_ignored",
+            source=key,
+            topic=topic,
+            committed_lsn=format_lsn(record.commit_lsn),
+            detail="the offsets record was written for an earlier life of this slot (it was "
+            "dropped and created again); the new slot starts from its own position",
+        )
+        return None
+    return record
 
 
 def _unavailable(topic: str, detail: str) -> OffsetsUnavailableError:

@@ -10,7 +10,7 @@
 """
 
 from capture.snapshot.progress import KafkaProgress, MemoryProgress, ProgressStore
-from capture.snapshot.requests import record_initial_load, resolve_mode, slot_exists
+from capture.snapshot.requests import record_initial_load, resolve_mode
 from capture.snapshot.source import LoadingSource, LoadProgress, LoadSettings
 
 __all__ = [
@@ -22,5 +22,4 @@ __all__ = [
     "ProgressStore",
     "record_initial_load",
     "resolve_mode",
-    "slot_exists",
 ]

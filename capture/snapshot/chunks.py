@@ -1,14 +1,16 @@
 """Chunks of a table: key ranges, and the SQL that plans and reads them.
 
-A table with a unique, non-null key (:attr:`~capture.replication.catalog.TableLayout.chunk_key`)
-is read in key ranges ``(lower, upper]`` of about ``chunk_rows`` rows. Range bounds are the
-key's values as text, cast back to the key's types in SQL, and compared by PostgreSQL
-itself as row values (``(a, b) > (…)``), so the order is the index's order, collation
-included; Python never compares keys. The upper bound of a chunk is found with one
-index-ordered ``OFFSET chunk_rows - 1`` query from its lower bound, just before the chunk is
-read, so planning costs one short index scan per chunk and no list of boundaries is kept.
+A table with a key (:attr:`~capture.replication.catalog.TableLayout.chunk_key`: the key its
+changes carry, unique and NOT NULL) is read in key ranges ``(lower, upper]`` of about
+``chunk_rows`` rows. Range bounds are the key's values as text, cast back to the key's types
+in SQL, and compared by PostgreSQL itself as row values (``(a, b) > (…)``), so the order is
+the index's order, collation included; Python never compares keys. The upper bound of a
+chunk is found with one index-ordered ``OFFSET chunk_rows - 1`` query from its lower bound,
+just before the chunk is read, so planning costs one short index scan per chunk and no list
+of boundaries is kept.
 
-A table without such a key is one chunk: the whole table, in one read.
+A table without such a key is one chunk: the whole table, in one read (its consumers keep it
+as a multiset and start it over at the load's first row).
 
 Every identifier and literal reaches SQL through :mod:`psycopg.sql`.
 """

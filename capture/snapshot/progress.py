@@ -1,6 +1,6 @@
 """Where a load's progress is kept, so that a restarted daemon goes on where Kafka confirmed.
 
-One record per (slot, table), the newest wins: the table's state (``pending``, ``loading``,
+One record per (source, table), the newest wins: the table's state (``pending``, ``loading``,
 ``done``, ``dropped``), the load request it belongs to, and the upper key bound of the last
 chunk that Kafka confirmed together with every chunk before it. A record is written only
 after the chunks it counts were delivered, so a restart re-reads at most the chunks that
@@ -10,20 +10,55 @@ The ``done`` record of a table without a key also keeps its chunk's
 already holds, as the daemon that read it did.
 
 :class:`KafkaProgress` keeps the records in a compacted topic (``daemon.snapshot_topic``,
-key ``<slot>/<schema>.<table>``), readable by a daemon restarted on another machine.
+key ``<source>/<schema>.<table>``, the source being ``<system identifier>/<database>/<slot>``,
+:mod:`capture.identity`), readable by a daemon restarted on another machine.
 :class:`MemoryProgress` keeps them in memory (``walcast tail``: a load is not resumed).
+
+**Generations: a re-created slot starts over.** The same topic holds, under the key
+``<source>`` alone, the slot's :class:`Generation` record. Decisions:
+
+* When walcast **creates the slot itself** (``--create-slot`` and the slot is missing), it
+  first writes a new generation (a random id), waits until Kafka confirmed it, and only
+  then creates the slot (:meth:`KafkaProgress.start_generation`). Every table record (and
+  every exactly-once offsets record, :mod:`capture.sinks.offsets`) carries the generation
+  it was written under, and only records of the current generation are read back. So a
+  slot dropped and created again by walcast finds none of its predecessor's records: with
+  ``--snapshot initial`` (or ``auto``) it loads every table again, and its exactly-once
+  position starts from its own stream. A crash between the generation record and the
+  slot's creation leaves a generation that no slot used; the next start creates the slot
+  under a newer one. A crash after the creation leaves the slot and its generation (with
+  the pending initial load recorded under it): the restart finds both and loads.
+* A slot that exists when walcast starts keeps the newest generation of its source. If
+  there is none (the slot was created outside walcast, or by walcast 0.1), the generation is
+  ``None`` and records written under ``None`` are read back; ``--snapshot initial`` then
+  loads once under it.
+* **A slot re-created outside walcast** (``pg_drop_replication_slot`` then
+  ``pg_create_logical_replication_slot`` under the same name) cannot be told from the old
+  one: PostgreSQL gives a slot no identity but its name, and a new slot's position is just
+  a later LSN. It keeps the old generation, so a finished initial load is not repeated.
+  Re-create slots with walcast (``walcast slot drop --yes``, then ``walcast run
+  --create-slot``), or ask for the rows with ``walcast snapshot --table …``; the README
+  says so.
+* Records of walcast 0.1 (key ``<slot>/<schema>.<table>``) name no source: they are never
+  read back, and one ``legacy_progress_ignored`` warning says so.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal, Protocol
 
 import orjson
+import structlog
 
 from capture.errors import RetryPolicy, WalcastError
+from capture.identity import SourceIdentity
 from capture.sinks.compacted import TopicUnreadableError, read_compacted
+
+log = structlog.get_logger("walcast.snapshot")
 
 State = Literal["pending", "loading", "done", "dropped"]
 READ_TIMEOUT: Final = 30.0
@@ -69,17 +104,46 @@ class TableProgress:
     keyless_window: KeylessWindow | None = None
     """For a table without a key: where its one chunk was read (see :class:`KeylessWindow`)."""
 
-    def to_json(self, slot: str) -> bytes:
-        """The record's value."""
-        return orjson.dumps({"slot": slot, **asdict(self)})
+    generation: str | None = None
+    """The slot's generation the record was written under (see the module docstring)."""
+
+    def to_json(self, source: str = "") -> bytes:
+        """The record's value (``source``: the source's key, for people reading the topic)."""
+        return orjson.dumps({"source": source, **asdict(self)})
 
     @classmethod
     def from_json(cls, value: bytes) -> TableProgress:
-        """A record read back."""
+        """A record read back (fields of other walcast versions are ignored)."""
         data = orjson.loads(value)
-        data.pop("slot", None)
         window = data.pop("keyless_window", None)
-        return cls(**data, keyless_window=KeylessWindow(**window) if window else None)
+        fields = set(cls.__dataclass_fields__) - {"keyless_window"}
+        return cls(
+            **{k: v for k, v in data.items() if k in fields},
+            keyless_window=KeylessWindow(**window) if window else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One life of a slot that walcast created (see the module docstring)."""
+
+    id: str
+    source: str
+    """:attr:`~capture.identity.SourceIdentity.key`."""
+    written_at: float
+    """Unix time the record was written."""
+
+    def to_json(self) -> bytes:
+        """The record's value."""
+        return orjson.dumps({"kind": "generation", **asdict(self)})
+
+    @classmethod
+    def from_json(cls, value: bytes) -> Generation | None:
+        """A generation record read back; None for any other value."""
+        data = orjson.loads(value)
+        if not isinstance(data, dict) or data.get("kind") != "generation":
+            return None
+        return cls(str(data["id"]), str(data.get("source", "")), float(data.get("written_at", 0)))
 
 
 class ProgressStore(Protocol):
@@ -93,10 +157,11 @@ class ProgressStore(Protocol):
 
 
 class MemoryProgress:
-    """Progress that lives as long as the process."""
+    """Progress that lives as long as the process (a fresh generation each time)."""
 
     def __init__(self) -> None:
         self.records: dict[str, TableProgress] = {}
+        self.generation: str | None = None
 
     def load(self) -> list[TableProgress]:
         """Every table's newest record."""
@@ -108,45 +173,119 @@ class MemoryProgress:
 
 
 class KafkaProgress:
-    """Progress in a compacted Kafka topic, written through the sink's producer."""
+    """Progress and the slot's generation in a compacted Kafka topic, written through the sink.
+
+    ``publish`` produces a record (delivered with the sink's other messages);
+    ``publish_confirmed`` produces one and waits up to a timeout for Kafka to confirm it
+    (returns whether it did). :attr:`generation` is the current generation: read by
+    :meth:`read_generation`, or set by :meth:`start_generation`.
+    """
 
     def __init__(
         self,
         client_settings: dict[str, Any],
         topic: str,
-        slot: str,
+        source: SourceIdentity,
         publish: Callable[[str, bytes, bytes], None],
         stop: Callable[[], bool] = lambda: False,
+        publish_confirmed: Callable[[str, bytes, bytes, float], bool] | None = None,
     ) -> None:
         self._settings = client_settings
         self.topic = topic
-        self.slot = slot
+        self.source = source
         self._publish = publish
+        self._publish_confirmed = publish_confirmed
         self._stop = stop
         """A stop request ends a wait for an unreachable Kafka (:mod:`capture.sinks.compacted`)."""
+        self.generation: str | None = None
+        self._legacy_warned = False
 
-    def _key(self, table: str) -> bytes:
-        return f"{self.slot}/{table}".encode()
+    @property
+    def slot(self) -> str:
+        """The slot whose progress this is."""
+        return self.source.slot
 
     def save(self, progress: TableProgress) -> None:
-        """Produce ``progress`` (delivered with the sink's other messages)."""
-        self._publish(self.topic, self._key(progress.table), progress.to_json(self.slot))
+        """Produce ``progress`` under the current generation."""
+        progress.generation = self.generation
+        key = self.source.record_key(progress.table).encode()
+        self._publish(self.topic, key, progress.to_json(self.source.key))
+
+    def read_generation(self) -> str | None:
+        """Read the source's newest generation (None: walcast never created its slot)."""
+        records = self._read()
+        value = records.get(self.source.key.encode())
+        found = Generation.from_json(value) if value is not None else None
+        self.generation = found.id if found is not None else None
+        return self.generation
+
+    def start_generation(self, timeout: float) -> bool:
+        """Write a new generation (walcast is about to create the slot); True once confirmed.
+
+        False when Kafka did not confirm it within ``timeout`` seconds: the slot must not
+        be created then (the caller retries).
+        """
+        assert self._publish_confirmed is not None, "a generation needs confirmed writes"
+        generation = Generation(uuid.uuid4().hex, self.source.key, time.time())
+        confirmed = self._publish_confirmed(
+            self.topic, self.source.key.encode(), generation.to_json(), timeout
+        )
+        if confirmed:
+            self.generation = generation.id
+            log.info(
+                "slot_generation_started",
+                source=self.source.key,
+                generation=generation.id,
+                detail="walcast creates the slot: nothing kept for an earlier slot of this "
+                "name is read back",
+            )
+        return confirmed
 
     def load(self) -> list[TableProgress]:
-        """Read the topic from its start (read_committed); newest record per key wins."""
-        prefix = f"{self.slot}/".encode()
+        """Every table's newest record of the current generation (read_committed)."""
+        prefix = (self.source.key + "/").encode()
+        records = self._read()
+        found = []
+        for key, value in records.items():
+            if not key.startswith(prefix):
+                continue
+            record = TableProgress.from_json(value)
+            if record.generation == self.generation:
+                found.append(record)
+        return found
+
+    def _read(self) -> dict[bytes, bytes]:
+        """The source's records (and word of walcast 0.1's, warned about once)."""
+        own = self.source.key.encode()
+        prefix = own + b"/"
+        legacy = f"{self.slot}/".encode()
+
+        def mine(key: bytes) -> bool:
+            return key == own or key.startswith(prefix)
+
         try:
             records = read_compacted(
                 self._settings,
                 self.topic,
-                lambda key: key.startswith(prefix),
+                lambda key: mine(key) or key.startswith(legacy),
                 timeout=READ_TIMEOUT,
                 group="walcast-progress",
                 stop=self._stop,
             )
         except TopicUnreadableError as exc:
             raise self._unavailable(str(exc)) from None
-        return [TableProgress.from_json(value) for value in records.values()]
+        old = [k for k in records if not mine(k)]
+        if old and not self._legacy_warned:
+            self._legacy_warned = True
+            log.warning(
+                "legacy_progress_ignored",
+                topic=self.topic,
+                records=len(old),
+                slot=self.slot,
+                detail="load progress written by walcast 0.1 (keyed by slot name alone) does "
+                "not say which server or database it belongs to; it is not used",
+            )
+        return {k: v for k, v in records.items() if mine(k)}
 
     def _unavailable(self, detail: str) -> ProgressUnavailableError:
         brokers = self._settings.get("bootstrap.servers", "?")

@@ -33,7 +33,13 @@ from capture.snapshot.source import ALL_TABLES, INITIAL_REQUEST, MODES, REQUEST_
 
 
 def resolve_mode(mode: str | None, *, slot_exists: bool, server_version: int) -> str:
-    """The load mode to use: ``None`` (auto) is initial for a new slot, never otherwise."""
+    """The load mode to use: ``None`` (auto) is initial for a new slot, never otherwise.
+
+    Loads need PostgreSQL 14 (logical messages): not asked for, a new slot on an older
+    server only streams; asked for, it is refused in one line.
+    """
+    if mode is None and server_version < 140000:
+        return "never"
     resolved = mode or ("never" if slot_exists else "initial")
     if resolved not in MODES:
         raise ConfigError(f"--snapshot: {resolved!r} is not one of {', '.join(MODES)}")
@@ -59,14 +65,6 @@ def record_initial_load(progress: ProgressStore) -> bool:
     return True
 
 
-def slot_exists(conn: psycopg.Connection[Any], slot: str) -> bool:
-    """Whether replication slot ``slot`` exists."""
-    row = conn.execute(
-        "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-    ).fetchone()
-    return row is not None
-
-
 # --------------------------------------------------------------------------- the command
 
 
@@ -77,7 +75,11 @@ HELP: Final = "ask running daemons to load tables again, without stopping the st
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``walcast snapshot`` to the CLI (``args.func`` runs it)."""
     parser = add_command(subparsers, "snapshot", HELP, __doc__)
-    parser.add_argument("--dsn", help="libpq connection string of the source database")
+    parser.add_argument(
+        "--dsn",
+        help="libpq connection string of the source database (default: $WALCAST_DSN; keep "
+        "passwords in $PGPASSWORD or ~/.pgpass: a command line is visible to every user)",
+    )
     parser.add_argument(
         "--table",
         action="append",
@@ -98,6 +100,7 @@ def command(args: argparse.Namespace) -> int:
     """Run ``walcast snapshot``."""
     import os  # noqa: PLC0415
 
+    dsn_util.warn_password_in_flag(args.dsn)
     dsn = args.dsn or os.environ.get("WALCAST_DSN")
     if not dsn:
         raise ConfigError("--dsn: no connection string given (or set $WALCAST_DSN)")

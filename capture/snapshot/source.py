@@ -46,8 +46,10 @@ Watermarked chunks give parallel reads, bounded transactions, resumption from th
 confirmed chunk (:mod:`capture.snapshot.progress`) and on-demand loads
 (``walcast snapshot``, a ``walcast.snapshot.request`` logical message) with one mechanism.
 
-A table without a unique, non-null key is one chunk: read in one transaction, while the
-stream waits at its watermark.
+A table whose changes carry no key (no primary key, nor a USING INDEX identity) is one
+chunk, read in one transaction while the stream waits at its watermark: its consumers keep
+it as a multiset and start it over at a load row with ordinal 1, which is therefore the
+whole table (a unique NOT NULL index the changes do not name is not used to split it).
 """
 
 from __future__ import annotations
@@ -190,7 +192,14 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
         delivered_lsn: Callable[[], int],
         count_rows: bool = False,
         observer: Callable[[LoadProgress], None] | None = None,
+        records: list[TableProgress] | None = None,
     ) -> None:
+        """Wrap ``inner``; resume the loads that ``progress`` (or ``records``) knows.
+
+        ``records`` are the progress store's records, read before the stream started: the
+        store is then not read again, so a store that stopped answering cannot keep the new
+        stream from answering its server. None: read them now.
+        """
         super().__init__(inner)
         self.settings = settings
         self.slot = slot
@@ -220,7 +229,7 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
         """A load was ever scheduled in this run (``initial-only`` ends when it is done)."""
         self._pool: ReaderPool | None = None
         self._count_rows = count_rows
-        self._resume()
+        self._resume(records)
 
     # -- the Source interface ------------------------------------------------------------
 
@@ -340,9 +349,10 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
         except psycopg.Error as exc:
             raise WalcastError(f"load: {what} failed: {_describe(exc, self._dsn)}") from None
 
-    def _resume(self) -> None:
+    def _resume(self, records: list[TableProgress] | None) -> None:
         """Pick up every unfinished load the progress store knows (initial, requested)."""
-        records = self._progress.load()
+        if records is None:
+            records = self._progress.load()
         for record in records:
             if record.table == ALL_TABLES and record.state == "pending":
                 self._expand(record)

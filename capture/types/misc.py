@@ -1,4 +1,4 @@
-"""uuid, json, jsonb, jsonpath, bit/varbit, pg_lsn, tid.
+"""uuid, json, jsonb, jsonpath, bit/varbit, pg_lsn, tid, int2vector/oidvector.
 
 Python values:
 
@@ -9,12 +9,14 @@ Python values:
 * bit, varbit: ``str`` of ``0``/``1`` characters, as bit_out prints them.
 * pg_lsn: ``str`` as pg_lsn_out prints it (``16/B374D848``).
 * tid: ``str`` as tidout prints it (``(0,1)``).
+* int2vector, oidvector: ``str`` as their output functions print them (``1 2 3``).
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from typing import Final
 
 _UUID_NEW = uuid.UUID.__new__
@@ -80,3 +82,42 @@ def tid_from_binary(data: bytes) -> str:
     """Decode tidsend (UInt32 block, UInt16 offset) into tidout's ``(block,offset)``."""
     block, offset = _TID.unpack(data)
     return f"({block},{offset})"
+
+
+_VECTOR_HEAD: Final = struct.Struct(">iiI")
+_VECTOR_DIM: Final = struct.Struct(">ii")
+
+
+def _vector_from_binary(element_oid: int, element: struct.Struct) -> Callable[[bytes], str]:
+    """int2vector / oidvector: array_send of a one-dimensional, NULL-free array.
+
+    int2vectorout / oidvectorout print the elements separated by single spaces (``1 2 3``;
+    the empty vector as the empty string).
+    """
+    size = element.size
+
+    def from_binary(data: bytes) -> str:
+        ndim, flags, oid = _VECTOR_HEAD.unpack_from(data)
+        if ndim == 0 and len(data) == _VECTOR_HEAD.size:
+            return ""
+        if ndim != 1 or flags or oid != element_oid:
+            raise ValueError(f"vector send data: ndim {ndim}, flags {flags}, element {oid}")
+        count, _lower = _VECTOR_DIM.unpack_from(data, _VECTOR_HEAD.size)
+        offset = _VECTOR_HEAD.size + _VECTOR_DIM.size
+        values: list[str] = []
+        for _ in range(count):
+            if _I4.unpack_from(data, offset)[0] != size:
+                raise ValueError("vector send data: an element has the wrong length")
+            values.append(str(element.unpack_from(data, offset + 4)[0]))
+            offset += 4 + size
+        if offset != len(data) or count < 0:
+            raise ValueError("vector send data does not match its element count")
+        return " ".join(values)
+
+    return from_binary
+
+
+int2vector_from_binary: Final = _vector_from_binary(21, struct.Struct(">h"))
+"""Decode int2vectorsend (array_send of int2) into int2vectorout's ``1 2 3``."""
+oidvector_from_binary: Final = _vector_from_binary(26, struct.Struct(">I"))
+"""Decode oidvectorsend (array_send of oid) into oidvectorout's ``1 2 3``."""

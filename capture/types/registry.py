@@ -5,34 +5,55 @@ A :class:`TypeCodec` turns one column value, as pgoutput sent it, into a Python 
 binary send format (``'b'`` columns, ``binary 'true'``). Both give EQUAL values for the
 same datum, and ``to_text`` renders a value exactly as PostgreSQL's output function does
 (for the walsender settings ``DateStyle=ISO``, ``IntervalStyle=postgres``,
-``TimeZone=UTC``, ``extra_float_digits=1``, ``bytea_output=hex``, UTF-8).
+``TimeZone=UTC``, ``extra_float_digits=1``, ``bytea_output=hex``, UTF-8; see
+:data:`capture.dsn.SESSION_OPTIONS`).
+
+**The binary-mode rule: walcast never emits bytes it cannot render.** A value written in
+any format equals PostgreSQL's text output in binary mode exactly as in text mode. Every
+codec therefore says in ``binary_refusal`` whether its binary values can be rendered
+exactly (None) or why not; :class:`~capture.relcache.RelationCache` (running stream) and
+:func:`capture.replication.binary_check.check_binary_columns` (start-up) refuse a column
+whose codec has a refusal, and both read it from this registry, never from a list of
+their own. As a last line of defence, the binary value of a refused type is a
+:class:`RawBinary` whose ``to_text`` raises :class:`UnrenderableBinaryError` (it is never
+printed as hex or anything else); a container (array, composite) holding one raises too.
 
 Decisions:
 
 * Built-in OIDs are fixed (``pg_type.dat``); their codecs are shared, immutable objects.
   ``category`` is the type's ``pg_type.typcategory``, so ``"char"`` is ``'Z'`` and
   bytea, uuid and json are ``'U'``, as in the catalog.
-* Built-in types without a dedicated decoder (geometric types, money, reg*, ranges,
-  tsvector ...) are still known by name; they use the fallback decoders (text as
-  ``str``, binary as :class:`RawBinary`), and their arrays decode to lists of those.
-* **Fallback** (unknown OIDs and the types above): ``from_text`` decodes the UTF-8 text
-  losslessly as ``str``; ``from_binary`` keeps the bytes as ``RawBinary(oid, data)``
-  (a send format cannot be interpreted without knowing the type); ``to_text`` returns a
-  ``str`` unchanged and renders a ``RawBinary`` as ``"\x"`` + hex, bytea-style.
+* **Decoded built-ins whose value is their text**: the geometric types
+  (:mod:`~capture.types.geometric`), ranges and multiranges of the built-in subtypes
+  (:mod:`~capture.types.ranges`), tsvector and tsquery (:mod:`~capture.types.textsearch`),
+  pg_snapshot and txid_snapshot (:mod:`~capture.types.snapshots`), int2vector, oidvector
+  and pg_node_tree. Their Python value is PostgreSQL's output text (``str``) in both
+  modes: ``from_text`` keeps the text (text mode is exactly as before), ``from_binary``
+  renders the send bytes to that same text. Their arrays decode to lists of those.
+* **Refused built-ins** (known by name, fallback decoders: text as ``str``, binary as
+  ``RawBinary``): money (its text depends on the server's ``lc_monetary``), the reg*
+  types (regclass, regtype, regproc ...: their text is a catalog lookup under the
+  server's search_path), ``unknown``, and any built-in OID not in the table. aclitem and
+  gtsvector have no send function, so pgoutput sends them as text even in binary mode:
+  they are accepted, but their arrays (which the server cannot send in binary) refused.
+* **Fallback** (unknown OIDs and the refused types): ``from_text`` decodes the UTF-8 text
+  losslessly as ``str``; ``from_binary`` keeps the bytes as ``RawBinary(oid, data)``;
+  ``to_text`` returns a ``str`` unchanged and raises for a ``RawBinary``.
 * **Domains**: pgoutput's Type message for a domain carries the domain's OID with its
   BASE type's namespace and name (``logicalrep_write_typ`` calls ``getBaseType``), and
   the wire formats are the base type's; a pg_catalog name (namespace ``""``) therefore
-  maps the OID to that built-in codec.
-* **Other registered types** (enums, composites, extension types): a name that is also
-  a built-in's (``public.int4``) is kept qualified, so nothing takes it for the built-in;
-  text decodes as
-  ``str``. Binary decodes as ``str`` when the bytes are valid UTF-8 without control
-  characters, ``RawBinary`` otherwise. An enum's send format is its label, so enums
-  decode identically in both modes; text-like extension types (citext) too; composites
-  (record_send starts with an Int32 column count, hence NUL bytes) and most other binary
-  formats come out as ``RawBinary``. A registered name starting with ``_`` is an array
-  of such a type: text elements decode as ``str``; binary elements through the
-  registered codec of the element OID on the wire, else with the same enum rule.
+  maps the OID to that built-in codec (a domain over money is refused like money).
+* **Other registered types** (enums, composites, extension types, their arrays): a name
+  that is also a built-in's (``public.int4``) is kept qualified, so nothing takes it for
+  the built-in; text decodes as ``str``. A Type message does not say how the type's
+  send format looks (an enum, a composite and an hstore look alike), so a type known only
+  from one is refused in binary mode (:data:`UNVERIFIED`) until :meth:`TypeRegistry.describe`
+  gives it a codec from catalog facts (:mod:`capture.types.described`: enums and
+  text-like types such as citext, composites, user ranges, arrays, and the contrib types
+  hstore, ltree and cube, identified by their owning extension and I/O functions, never
+  by name). There is no heuristic: printable bytes are not taken for text. A registered
+  name starting with ``_`` is an array of such a type: text elements decode as ``str``;
+  binary elements through the registered codec of the element OID on the wire.
 * **Arrays of domains**: a domain's array (``_d``) arrives as a registered array whose
   binary elements carry the DOMAIN's OID, which no Type message names unless some
   published column has the domain type itself. :meth:`TypeRegistry.resolve_array_element`
@@ -42,84 +63,48 @@ Decisions:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Final
 
-from capture.types import datetimes, misc, network, numeric, text
-from capture.types.arrays import array_encoder, binary_array_decoder, text_array_decoder
-from capture.types.values import RawBinary
+from capture.types import (
+    datetimes,
+    geometric,
+    misc,
+    network,
+    numeric,
+    snapshots,
+    text,
+    textsearch,
+)
+from capture.types.codec import (
+    NO_DECODER,
+    TypeCodec,
+    array_codec,
+    fallback_codec,
+    fallback_to_text,
+    no_send_decoder,
+    raw_binary,
+)
+from capture.types.described import Describer, Render, render_with
+from capture.types.facts import TypeFacts
+from capture.types.ranges import multirange_decoder, range_decoder
+from capture.types.values import UnrenderableBinaryError
 
+__all__ = [
+    "FIXED_BINARY_SIZES",
+    "TypeCodec",
+    "TypeRegistry",
+    "array_codec",
+    "builtin_codecs",
+    "fallback_codec",
+    "fallback_to_text",
+]
 
-@dataclass(frozen=True, slots=True)
-class TypeCodec:
-    """How to decode and render the values of one PostgreSQL type.
-
-    ``name`` is ``pg_type.typname`` (``int4``; ``_int4`` for its array). ``category`` is
-    ``pg_type.typcategory`` (``'N'`` numeric, ``'S'`` string, ``'B'`` bool, ``'D'``
-    datetime, ``'T'`` timespan, ``'U'`` user/other, ``'A'`` array, ``'I'`` network,
-    ``'V'`` bit string, ``'G'`` geometric, ``'R'`` range, ``'Z'`` internal ...).
-    Invariants: ``from_text(t) == from_binary(b)`` when ``t`` and ``b`` are the text and
-    send forms of the same datum, and ``to_text(from_text(t)) == t``.
-    """
-
-    oid: int
-    name: str
-    from_text: Callable[[bytes], Any]
-    from_binary: Callable[[bytes], Any]
-    to_text: Callable[[Any], str]
-    category: str
-
-
-# --------------------------------------------------------------------------- fallback
-
-
-def fallback_to_text(value: Any) -> str:
-    r"""Render a fallback value: a ``str`` unchanged, binary data as ``\x`` + hex."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, RawBinary):
-        return "\\x" + value.data.hex()
-    if isinstance(value, bytes | bytearray | memoryview):
-        return "\\x" + bytes(value).hex()
-    return str(value)
-
-
-def _raw_binary(oid: int) -> Callable[[bytes], Any]:
-    def from_binary(data: bytes) -> RawBinary:
-        return RawBinary(oid, bytes(data))
-
-    return from_binary
-
-
-def fallback_codec(oid: int, name: str | None = None, category: str = "U") -> TypeCodec:
-    """Build the codec of a type without a decoder: text as ``str``, binary as ``RawBinary``."""
-    return TypeCodec(
-        oid=oid,
-        name=f"oid:{oid}" if name is None else name,
-        from_text=bytes.decode,
-        from_binary=_raw_binary(oid),
-        to_text=fallback_to_text,
-        category=category,
-    )
-
-
-_CONTROL: Final = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def _user_binary(oid: int) -> Callable[[bytes], Any]:
-    """Binary decoder of a registered non-catalog type (see the module docstring)."""
-
-    def from_binary(data: bytes) -> Any:
-        if _CONTROL.search(data) is None:
-            try:
-                return data.decode()
-            except UnicodeDecodeError:
-                pass
-        return RawBinary(oid, bytes(data))
-
-    return from_binary
+UNVERIFIED: Final = (
+    "a non-built-in type's binary format is only known from the catalog, which was not asked"
+)
+"""The refusal of a type known only from a Type message (see :meth:`TypeRegistry.describe`)."""
 
 
 # --------------------------------------------------------------------------- builtins
@@ -177,54 +162,64 @@ _SCALARS: Final[tuple[_Spec, ...]] = (
     (3802, "jsonb", "U", 3807, _decode, misc.versioned_text_from_binary, _same),
     (4072, "jsonpath", "U", 4073, _decode, misc.versioned_text_from_binary, _same),
     (5069, "xid8", "U", 271, numeric.uint8_from_text, numeric.uint8_from_binary, str),
+    # Decoded to their output text (their from_text keeps the text as it is).
+    (22, "int2vector", "A", 1006, _decode, misc.int2vector_from_binary, _same),
+    (30, "oidvector", "A", 1013, _decode, misc.oidvector_from_binary, _same),
+    (194, "pg_node_tree", "Z", 0, _decode, _decode, _same),
+    (600, "point", "G", 1017, _decode, geometric.point_from_binary, _same),
+    (601, "lseg", "G", 1018, _decode, geometric.lseg_from_binary, _same),
+    (602, "path", "G", 1019, _decode, geometric.path_from_binary, _same),
+    (603, "box", "G", 1020, _decode, geometric.box_from_binary, _same),
+    (604, "polygon", "G", 1027, _decode, geometric.polygon_from_binary, _same),
+    (628, "line", "G", 629, _decode, geometric.line_from_binary, _same),
+    (718, "circle", "G", 719, _decode, geometric.circle_from_binary, _same),
+    (2970, "txid_snapshot", "U", 2949, _decode, snapshots.snapshot_from_binary, _same),
+    (3614, "tsvector", "U", 3643, _decode, textsearch.tsvector_from_binary, _same),
+    (3615, "tsquery", "U", 3645, _decode, textsearch.tsquery_from_binary, _same),
+    (5038, "pg_snapshot", "U", 5039, _decode, snapshots.snapshot_from_binary, _same),
 )  # fmt: skip
 
-# Built-in types known by name only (fallback decoders): (oid, typname, typcategory,
-# array oid). box is the one built-in type whose array delimiter is ';'.
-_NAMED_ONLY: Final[tuple[tuple[int, str, str, int], ...]] = (
-    (22, "int2vector", "A", 1006),
-    (24, "regproc", "N", 1008),
-    (30, "oidvector", "A", 1013),
-    (194, "pg_node_tree", "Z", 0),
-    (600, "point", "G", 1017),
-    (601, "lseg", "G", 1018),
-    (602, "path", "G", 1019),
-    (603, "box", "G", 1020),
-    (604, "polygon", "G", 1027),
-    (628, "line", "G", 629),
-    (705, "unknown", "X", 0),
-    (718, "circle", "G", 719),
-    (790, "money", "N", 791),
-    (1033, "aclitem", "U", 1034),
-    (2202, "regprocedure", "N", 2207),
-    (2203, "regoper", "N", 2208),
-    (2204, "regoperator", "N", 2209),
-    (2205, "regclass", "N", 2210),
-    (2206, "regtype", "N", 2211),
-    (2970, "txid_snapshot", "U", 2949),
-    (3614, "tsvector", "U", 3643),
-    (3615, "tsquery", "U", 3645),
-    (3642, "gtsvector", "U", 3644),
-    (3734, "regconfig", "N", 3735),
-    (3769, "regdictionary", "N", 3770),
-    (3904, "int4range", "R", 3905),
-    (3906, "numrange", "R", 3907),
-    (3908, "tsrange", "R", 3909),
-    (3910, "tstzrange", "R", 3911),
-    (3912, "daterange", "R", 3913),
-    (3926, "int8range", "R", 3927),
-    (4089, "regnamespace", "N", 4090),
-    (4096, "regrole", "N", 4097),
-    (4191, "regcollation", "N", 4192),
-    (4451, "int4multirange", "R", 6150),
-    (4532, "nummultirange", "R", 6151),
-    (4533, "tsmultirange", "R", 6152),
-    (4534, "tstzmultirange", "R", 6153),
-    (4535, "datemultirange", "R", 6155),
-    (4536, "int8multirange", "R", 6157),
-    (5038, "pg_snapshot", "U", 5039),
+_MONEY: Final = "money's text depends on the server's lc_monetary locale, which walcast cannot see"
+_REG: Final = (
+    "its text is an object name the server looks up in its catalog (under its search_path)"
+)
+
+# Built-in types without a binary decoder, known by name only (fallback codecs): (oid,
+# typname, typcategory, array oid, why binary values are refused, None for the two types
+# without a send function, which pgoutput always sends as text).
+_NAMED_ONLY: Final[tuple[tuple[int, str, str, int, str | None], ...]] = (
+    (24, "regproc", "N", 1008, _REG),
+    (705, "unknown", "X", 0, NO_DECODER),
+    (790, "money", "N", 791, _MONEY),
+    (1033, "aclitem", "U", 1034, None),
+    (2202, "regprocedure", "N", 2207, _REG),
+    (2203, "regoper", "N", 2208, _REG),
+    (2204, "regoperator", "N", 2209, _REG),
+    (2205, "regclass", "N", 2210, _REG),
+    (2206, "regtype", "N", 2211, _REG),
+    (3642, "gtsvector", "U", 3644, None),
+    (3734, "regconfig", "N", 3735, _REG),
+    (3769, "regdictionary", "N", 3770, _REG),
+    (4089, "regnamespace", "N", 4090, _REG),
+    (4096, "regrole", "N", 4097, _REG),
+    (4191, "regcollation", "N", 4192, _REG),
+)
+_UNSENDABLE: Final = frozenset({1033, 3642})
+"""Built-in types without a send function (aclitem, gtsvector): sent as text even in binary
+mode; an array of them cannot be sent in binary (the server would fail)."""
+
+# Built-in ranges and their multiranges: (range oid, name, array oid, subtype oid,
+# multirange oid, name, array oid).
+_RANGES: Final = (
+    (3904, "int4range", 3905, 23, 4451, "int4multirange", 6150),
+    (3906, "numrange", 3907, 1700, 4532, "nummultirange", 6151),
+    (3908, "tsrange", 3909, 1114, 4533, "tsmultirange", 6152),
+    (3910, "tstzrange", 3911, 1184, 4534, "tstzmultirange", 6153),
+    (3912, "daterange", 3913, 1082, 4535, "datemultirange", 6155),
+    (3926, "int8range", 3927, 20, 4536, "int8multirange", 6157),
 )
 _DELIMITERS: Final = {603: ";"}
+"""box is the one built-in type whose array delimiter is ';'."""
 # struct codes that decode a fixed-width element exactly like its from_binary (fast path
 # for NULL-free arrays).
 _FIXED: Final = {
@@ -235,30 +230,7 @@ _FIXED: Final = {
 
 def _builtin_lookup(oid: int) -> Callable[[bytes], Any]:
     found = _BUILTIN_BY_OID.get(oid)
-    return found.from_binary if found is not None else _raw_binary(oid)
-
-
-def array_codec(
-    oid: int,
-    name: str,
-    element: TypeCodec,
-    lookup: Callable[[int], Callable[[bytes], Any]],
-    delimiter: str = ",",
-    fixed: str | None = None,
-) -> TypeCodec:
-    """Build the codec of an array type whose elements use ``element``.
-
-    Binary element OIDs other than ``element.oid`` are resolved with ``lookup``; see
-    :func:`~capture.types.arrays.binary_array_decoder` for ``fixed``.
-    """
-    return TypeCodec(
-        oid=oid,
-        name=name,
-        from_text=text_array_decoder(element.from_text, delimiter.encode()),
-        from_binary=binary_array_decoder(element.oid, element.from_binary, lookup, fixed),
-        to_text=array_encoder(element.to_text, delimiter),
-        category="A",
-    )
+    return found.from_binary if found is not None else raw_binary(oid)
 
 
 def _build_builtins() -> dict[int, TypeCodec]:
@@ -268,20 +240,35 @@ def _build_builtins() -> dict[int, TypeCodec]:
         codec = TypeCodec(oid, name, from_text, from_binary, to_text, category)
         codecs[oid] = codec
         elements.append((codec, array_oid))
-    for oid, name, category, array_oid in _NAMED_ONLY:
-        codec = fallback_codec(oid, name, category)
+    for oid, name, category, array_oid, refusal in _NAMED_ONLY:
+        codec = fallback_codec(oid, name, category, refusal)
+        if oid in _UNSENDABLE:
+            codec = replace(codec, from_binary=no_send_decoder(name))
         codecs[oid] = codec
         elements.append((codec, array_oid))
+    for oid, name, array_oid, subtype, multi_oid, multi_name, multi_array in _RANGES:
+        decoder = range_decoder(render_with(codecs[subtype]))
+        codec = TypeCodec(oid, name, bytes.decode, decoder, fallback_to_text, "R")
+        multirange = multirange_decoder(decoder)
+        multi = TypeCodec(multi_oid, multi_name, bytes.decode, multirange, fallback_to_text, "R")
+        codecs[oid] = codec
+        codecs[multi_oid] = multi
+        elements += [(codec, array_oid), (multi, multi_array)]
     for element, array_oid in elements:
         if array_oid:
-            delimiter = _DELIMITERS.get(element.oid, ",")
+            refusal = None
+            if element.oid in _UNSENDABLE:
+                refusal = (
+                    f"{element.name} has no send function: the server cannot send it in binary"
+                )
             codecs[array_oid] = array_codec(
                 array_oid,
                 "_" + element.name,
                 element,
                 _builtin_lookup,
-                delimiter,
+                _DELIMITERS.get(element.oid, ","),
                 _FIXED.get(element.oid),
+                refusal,
             )
     return codecs
 
@@ -292,8 +279,9 @@ _CATALOG_NAMESPACES: Final = frozenset({"", "pg_catalog"})
 
 
 _BINARY_SIZES: Final = {
-    16: 1, 18: 1, 20: 8, 21: 2, 23: 4, 26: 4, 27: 6, 28: 4, 29: 4, 700: 4, 701: 8, 1082: 4,
-    1083: 8, 1114: 8, 1184: 8, 1186: 16, 1266: 12, 2950: 16, 3220: 8, 5069: 8,
+    16: 1, 18: 1, 20: 8, 21: 2, 23: 4, 26: 4, 27: 6, 28: 4, 29: 4, 600: 16, 601: 32, 603: 32,
+    628: 24, 700: 4, 701: 8, 718: 24, 1082: 4, 1083: 8, 1114: 8, 1184: 8, 1186: 16, 1266: 12,
+    2950: 16, 3220: 8, 5069: 8,
 }  # fmt: skip
 """Built-in types whose send format has a fixed length (bytes), by OID."""
 
@@ -324,13 +312,26 @@ class TypeRegistry:
     One registry belongs to one replication stream (registered OIDs are per database).
     """
 
-    __slots__ = ("_codecs", "_unknown", "_unresolved_arrays")
+    __slots__ = (
+        "_codecs",
+        "_described",
+        "_identity",
+        "_renderers",
+        "_unknown",
+        "_unresolved_arrays",
+    )
 
     def __init__(self) -> None:
         self._codecs: dict[int, TypeCodec] = dict(_BUILTIN_BY_OID)
         self._unknown: dict[int, TypeCodec] = {}
         self._unresolved_arrays: set[int] = set()
         """Registered arrays of non-catalog types whose element type is not known yet."""
+        self._identity: dict[int, tuple[str, str]] = {}
+        """OID -> (namespace, name) of its last Type message."""
+        self._described: dict[int, tuple[str, str] | None] = {}
+        """OIDs whose codec was built from catalog facts -> the Type-message identity they
+        had then (None: none yet); a Type message with another identity undoes it."""
+        self._renderers: dict[int, tuple[TypeCodec, Render]] = {}
 
     def codec(self, oid: int) -> TypeCodec:
         """Return the codec of ``oid``; never raises (unknown OIDs get the fallback codec)."""
@@ -345,34 +346,56 @@ class TypeRegistry:
     def register_type(self, oid: int, namespace: str, name: str) -> TypeCodec:
         """Record a pgoutput Type message (``'Y'``) and return the codec now used for ``oid``.
 
-        ``namespace`` is ``""`` for pg_catalog. See the module docstring for the rules.
+        ``namespace`` is ``""`` for pg_catalog. See the module docstring for the rules. A
+        Type message for a type already described from the catalog keeps that description;
+        one naming ANOTHER type under a described OID (the OID was reused) drops every
+        description, since types described with it may be built from it.
         """
+        identity = (namespace, name)
+        self._identity[oid] = identity
+        if oid in self._described:
+            described = self._described[oid]
+            shown = self._shown(namespace, name)
+            if described == identity or (described is None and self._codecs[oid].name == shown):
+                self._described[oid] = identity  # the same type: keep its description
+                return self._codecs[oid]
+            self._forget_descriptions()
+        return self._register(oid, namespace, name)
+
+    @staticmethod
+    def _shown(namespace: str, name: str) -> str:
+        # A user type that shares a built-in's name (public.int4) must not be taken for it
+        # by anything that goes by the name (the output formats do).
+        if namespace in _CATALOG_NAMESPACES or name not in _BUILTIN_BY_NAME:
+            return name
+        return f"{namespace}.{name}"
+
+    def _register(self, oid: int, namespace: str, name: str) -> TypeCodec:
         codec: TypeCodec
+        shown = self._shown(namespace, name)
         if namespace in _CATALOG_NAMESPACES:
             builtin = _BUILTIN_BY_NAME.get(name)
             codec = fallback_codec(oid, name) if builtin is None else replace(builtin, oid=oid)
+        elif name.startswith("_") and len(name) > 1:
+            element = fallback_codec(-1, name[1:], refusal=UNVERIFIED)
+            codec = array_codec(oid, shown, element, self._element_decoder)
+            self._unresolved_arrays.add(oid)
         else:
-            # A user type that shares a built-in's name (public.int4) must not be taken for
-            # it by anything that goes by the name (the output formats do).
-            shown = f"{namespace}.{name}" if name in _BUILTIN_BY_NAME else name
-            if name.startswith("_") and len(name) > 1:
-                element = TypeCodec(
-                    oid=-1,  # unknown: the wire's element OID is resolved by _element_decoder
-                    name=name[1:],
-                    from_text=bytes.decode,
-                    from_binary=_user_binary(-1),
-                    to_text=fallback_to_text,
-                    category="U",
-                )
-                codec = array_codec(oid, shown, element, self._element_decoder)
-                self._unresolved_arrays.add(oid)
-            else:
-                codec = TypeCodec(
-                    oid, shown, bytes.decode, _user_binary(oid), fallback_to_text, "U"
-                )
+            codec = fallback_codec(oid, shown, refusal=UNVERIFIED)
         self._codecs[oid] = codec
         self._unknown.pop(oid, None)
         return codec
+
+    def _forget_descriptions(self) -> None:
+        """Undo every description: back to what the Type messages alone said."""
+        described, self._described = self._described, {}
+        self._renderers.clear()
+        for oid in described:
+            identity = self._identity.get(oid)
+            if identity is None:
+                self._codecs.pop(oid, None)
+            else:
+                self._register(oid, *identity)
 
     def unresolved_array(self, oid: int) -> bool:
         """Whether ``oid`` is a registered array of a non-catalog type not yet resolved."""
@@ -409,9 +432,64 @@ class TypeRegistry:
         self._unresolved_arrays.discard(array_oid)
         return codec
 
+    def describe(self, facts: Mapping[int, TypeFacts]) -> None:
+        """Rebuild the codecs of the non-built-in types in ``facts`` from what the catalog says.
+
+        ``facts`` must be closed: every type a type is built from (element, base, subtype,
+        attributes) is in it or built in (see
+        :func:`capture.replication.binary_check.describe_types`). Afterwards each such
+        OID's codec decodes binary values exactly, or says why not in ``binary_refusal``
+        (see :mod:`capture.types.described`). Names and categories already registered for
+        an OID are kept.
+        """
+        built = Describer(
+            facts,
+            builtins=_BUILTIN_BY_OID,
+            unsendable=_UNSENDABLE,
+            registered=self._codecs,
+            element_lookup=self._element_decoder,
+            render_for=self._render,
+        ).build()
+        for oid, codec in built.items():
+            self._codecs[oid] = codec
+            self._unknown.pop(oid, None)
+            self._unresolved_arrays.discard(oid)
+            self._described[oid] = self._identity.get(oid)
+
+    def binary_refusal(self, oid: int) -> str | None:
+        """Why binary values of ``oid`` cannot be rendered exactly, or None when they can."""
+        return self.codec(oid).binary_refusal
+
+    def needs_facts(self, oid: int) -> bool:
+        """Whether catalog facts could change the binary decision for ``oid``.
+
+        True for a refused type that is not built in and was not described yet (a type
+        known only from a Type message, or not at all).
+        """
+        return (
+            oid not in _BUILTIN_BY_OID
+            and oid not in self._described
+            and self.codec(oid).binary_refusal is not None
+        )
+
     def _element_decoder(self, oid: int) -> Callable[[bytes], Any]:
         found = self._codecs.get(oid)
-        return found.from_binary if found is not None else _user_binary(oid)
+        return found.from_binary if found is not None else raw_binary(oid)
+
+    def _render(self, oid: int) -> Render:
+        """Renderer of a composite's attribute of type ``oid`` (raises if not exact)."""
+        codec = self.codec(oid)
+        cached = self._renderers.get(oid)
+        if cached is not None and cached[0] is codec:
+            return cached[1]
+        if codec.binary_refusal is not None:
+            raise UnrenderableBinaryError(
+                f"a composite value holds a binary value of type {codec.name} (OID {oid}): "
+                f"{codec.binary_refusal}"
+            )
+        render = render_with(codec)
+        self._renderers[oid] = (codec, render)
+        return render
 
     def is_known(self, oid: int) -> bool:
         """Whether ``oid`` is a built-in type or was registered (not a fallback guess)."""

@@ -1,6 +1,6 @@
 """Python values for PostgreSQL data that the standard library cannot represent.
 
-Every class here is a frozen, slotted dataclass: immutable, compared by value, hashable
+Every value class here is a frozen, slotted dataclass: immutable, compared by value, hashable
 (except :class:`PgArray`, which holds lists) and cheap. They appear only where the natural
 Python type cannot hold the PostgreSQL value; the common case always uses the standard
 type (``datetime.date``, ``datetime.datetime``, ``datetime.time``, ``list`` ...):
@@ -18,8 +18,8 @@ timetz)
 interval                   :class:`Interval` (always; PostgreSQL's three fields)
 array with a lower bound   :class:`PgArray` (``[0:2]={1,2,3}``)
 other than 1
-binary value of a type     :class:`RawBinary`
-without a decoder
+binary value of a type     :class:`RawBinary` (kept, but never rendered as text:
+without an exact decoder   see :class:`UnrenderableBinaryError`)
 =========================  ============================================================
 """
 
@@ -121,16 +121,28 @@ class Interval:
 
 @dataclass(frozen=True, slots=True)
 class RawBinary:
-    r"""The binary send bytes of a value whose type has no binary decoder.
+    """The binary send bytes of a value whose type has no exact binary decoder.
 
-    Kept losslessly with the type OID so a consumer can still decode it later. Its text
-    rendering (``TypeCodec.to_text``) is ``"\x"`` followed by the lower-case hex of
-    ``data``, like a bytea, because the type's own text form cannot be derived from its
-    send format.
+    Kept losslessly with the type OID, so :meth:`~capture.events.Image.value` still hands
+    it to a caller that knows the type. It has NO text form: the type's output cannot be
+    derived from these bytes, so every ``to_text`` raises
+    :class:`UnrenderableBinaryError` for it rather than print something else (walcast's
+    rule: in binary mode it never emits bytes it cannot render).
     """
 
     type_oid: int
     data: bytes
+
+
+class UnrenderableBinaryError(ValueError):
+    """A binary value was to be rendered as text, but its type has no exact decoder.
+
+    Raised by ``to_text`` for a :class:`RawBinary` and by container decoders (composites,
+    arrays) for an element whose type cannot be decoded. Like any codec failure it stops
+    the stream with a :class:`~capture.errors.DecodeError` naming the relation, column and
+    WAL position (see :mod:`capture.consistency`). In a correctly wired stream it is never
+    reached: :class:`~capture.relcache.RelationCache` refuses such columns up front.
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """The interface every format parser implements, and the helpers they share.
 
-A parser turns a DataFrame of Kafka records (``key, value, topic, partition, offset,
-timestamp``) into one row per record with the columns of
+A parser turns a DataFrame of Kafka records (:data:`pipeline.kafka.RECORD_COLUMNS`: ``key,
+value, topic, partition, offset, timestamp`` and what walcast's headers say, ``source``,
+``load``, ``header_ordinal``) into one row per record with the columns of
 :data:`pipeline.model.MESSAGE`:
 
 * the Kafka position and raw bytes (kept for the quarantine);
@@ -35,7 +36,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline import pgtext
-from pipeline.layouts import column_types, latest_layouts
+from pipeline.layouts import column_types, latest_layouts, same_source
 from pipeline.model import CHANGE, MESSAGE
 
 SORT_SPAN = 1 << 20
@@ -112,6 +113,9 @@ def change(**fields: Column | Any) -> Column:
 def message(**fields: Column | Any) -> list[Column]:
     """The MESSAGE columns, from a DataFrame that still has the Kafka record columns."""
     base: dict[str, Column] = {
+        "source": F.col("source"),
+        "load": F.col("load"),
+        "header_ordinal": F.col("header_ordinal"),
         "kafka_topic": F.col("topic"),
         "kafka_partition": F.col("partition"),
         "kafka_offset": F.col("offset"),
@@ -151,7 +155,10 @@ def attach_layout(
     table: str,
     convert_types: Collection[str] = (),
 ) -> DataFrame:
-    """Add ``_layout`` (the newest layout of ``(df[schema], df[table])``, or null).
+    """Add ``_layout``: the newest layout of the message's table, or null.
+
+    The table is ``(df[schema], df[table])`` of the message's source (see
+    :func:`pipeline.layouts.same_source`).
 
     ``_layout`` holds ``version, replica_identity, primary_key, field_count``, ``types``
     (``map<column, pg type>``) and ``convert`` (the entries of ``types`` whose type is in
@@ -163,6 +170,7 @@ def attach_layout(
     wanted = F.array(*[F.lit(t) for t in sorted(convert_types)]).cast("array<string>")
     types = column_types(F.col("columns"))
     latest = latest_layouts(layouts).select(
+        F.col("source").alias("_l_source"),
         F.col("schema").alias("_l_schema"),
         F.col("table").alias("_l_table"),
         F.struct(
@@ -176,10 +184,12 @@ def attach_layout(
     )
     joined = df.join(
         F.broadcast(latest),
-        (F.col(schema) == F.col("_l_schema")) & (F.col(table) == F.col("_l_table")),
+        (F.col(schema) == F.col("_l_schema"))
+        & (F.col(table) == F.col("_l_table"))
+        & same_source(F.col("source"), F.col("_l_source")),
         "left",
     )
-    return joined.drop("_l_schema", "_l_table")
+    return joined.drop("_l_source", "_l_schema", "_l_table")
 
 
 def layout_types(layout: Column) -> Column:

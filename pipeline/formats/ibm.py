@@ -57,7 +57,7 @@ from pipeline.formats.base import (
     message,
     no_changes,
 )
-from pipeline.layouts import column_names, column_types
+from pipeline.layouts import column_names, column_types, same_source
 
 HEADER = 12
 _OPS = {"ISRT": "insert", "REPL": "update", "DLET": "delete"}
@@ -136,13 +136,14 @@ class IbmParser(Parser):
 
     @staticmethod
     def layout_rows(layouts: DataFrame) -> DataFrame:
-        """The newest layout per ``(schema, table, field_count)``, ready to join."""
-        w = Window.partitionBy("schema", "table", "field_count").orderBy(
+        """The newest layout per ``(source, schema, table, field_count)``, ready to join."""
+        w = Window.partitionBy("source", "schema", "table", "field_count").orderBy(
             F.col("layout_offset").desc()
         )
         newest = layouts.withColumn("_n", F.row_number().over(w)).where("_n = 1")
         cols = F.col("columns")
         return newest.select(
+            F.col("source").alias("_l_source"),
             F.col("schema").alias("_l_schema"),
             F.col("table").alias("_l_table"),
             F.col("field_count").alias("_l_fields"),
@@ -218,7 +219,8 @@ class IbmParser(Parser):
             F.broadcast(self.layout_rows(layouts)),
             (F.col("_owner") == F.col("_l_schema"))
             & (F.col("_table") == F.col("_l_table"))
-            & (F.col("_n_fields") == F.col("_l_fields")),
+            & (F.col("_n_fields") == F.col("_l_fields"))
+            & same_source(F.col("source"), F.col("_l_source")),
             "left",
         )
         n = F.size("_l_names")

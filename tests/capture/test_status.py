@@ -14,7 +14,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from capture.replication.catalog import PublishedTable, SlotStatus
+from capture.replication.catalog import PublishedTable
+from capture.replication.slots import SlotStatus
 from capture.status import human_bytes, table_note, wal_risk
 from tests.support.scenario import walcast
 

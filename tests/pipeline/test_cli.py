@@ -114,7 +114,10 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
     assert folded.returncode == 0, folded.stderr[-3000:]
     batch, done = folded.stderr.splitlines()  # nothing else: no Spark or JVM notice
     assert batch.startswith("walcast spark materialize: batch 0: 200 changes into "), batch
-    tables = sorted(p.name for p in (tmp_path / "state" / "shop").iterdir())
+    # The synthetic stream's source (synthetic/shop/seed-0) has a directory of its own.
+    (source_dir,) = (tmp_path / "state").glob("source-*")
+    assert source_dir.name == "source-shop.seed-0.synthetic"
+    tables = sorted(p.name for p in (source_dir / "shop").iterdir())
     assert f" {len(tables)} tables (" in batch
     assert all(f"shop.{t} " in batch for t in tables), (batch, tables)
     assert done.startswith(

@@ -36,7 +36,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from capture.formats.ibm import split_records
 from capture.lsn import format_lsn, parse_lsn
-from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, read_offset, source_identity
+from capture.replication.slots import source_identity
+from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, read_offset
 from tests.capture.sinks.committed_reader import read
 from tests.support import scenario as sc
 from tests.support.daemon import RunningDaemon, confirmed_lsn, current_lsn, wait_caught_up

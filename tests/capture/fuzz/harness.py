@@ -31,7 +31,7 @@ import json
 import random
 import struct
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ from capture.relcache import RelationCache
 from capture.split import split_key_update
 from capture.transactions import TransactionAssembler
 from capture.types import TypeRegistry
+from capture.types.facts import TypeFacts
 from tests.support import wire
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pgoutput"
@@ -467,6 +468,52 @@ def _fake_elements(array_oid: int) -> tuple[int, str, str] | None:
     return (array_oid + 1, "", ("int4", "numeric", "text", "timestamptz", "bytea")[array_oid % 5])
 
 
+def _fake_types(
+    named: dict[int, tuple[str, str]],
+) -> Callable[[Sequence[int]], dict[int, TypeFacts]]:
+    """A catalog for binary sessions: a type a Type message named is an enum, or its array.
+
+    (The recorded sessions' only non-built-in types are the scenario's enum and domains
+    over built-ins, which the registry resolves without the catalog.)
+    """
+
+    by_name = {name: oid for oid, (_, name) in named.items()}
+
+    def facts(oid: int) -> TypeFacts:
+        namespace, name = named[oid]
+        element = by_name.get(name[1:]) if name.startswith("_") else None
+        if element is not None:  # an array of a named type
+            return TypeFacts(oid, namespace, name, "b", "A", "array_out", "array_send", element)
+        return TypeFacts(oid, namespace, name, "e", "E", "enum_out", "enum_send")
+
+    def resolve(oids: Sequence[int]) -> dict[int, TypeFacts]:
+        return {oid: facts(oid) for oid in oids if oid in named}
+
+    return resolve
+
+
+def _relation_cache(unit: Unit, types: TypeRegistry | None = None) -> RelationCache:
+    messages = [*unit.prelude, *(e.decoded for e in unit.entries)]
+    named = {m.type_oid: (m.namespace, m.name) for m in messages if isinstance(m, Type)}
+    binary = unit.session.binary
+    by_name = {name: (oid, namespace) for oid, (namespace, name) in named.items()}
+
+    def elements(array_oid: int) -> tuple[int, str, str] | None:
+        """The recorded element type of an array a Type message named, else a fake one."""
+        namespace, name = named.get(array_oid, ("", ""))
+        element = by_name.get(name[1:]) if name.startswith("_") else None
+        if element is not None:
+            return element[0], element[1], name[1:]
+        return _fake_elements(array_oid)
+
+    return RelationCache(
+        types,
+        element_resolver=elements,
+        binary=binary,
+        type_resolver=_fake_types(named) if binary else None,
+    )
+
+
 def _clock() -> float:
     return 1_700_000_000.0
 
@@ -500,7 +547,7 @@ def _primed(unit: Unit) -> RelationCache:
     """
     pristine = _PRIMED.get(id(unit))
     if pristine is None:
-        pristine = _PRIMED[id(unit)] = RelationCache(element_resolver=_fake_elements)
+        pristine = _PRIMED[id(unit)] = _relation_cache(unit)
         for message in unit.prelude:
             if isinstance(message, Type):
                 pristine.apply_type(message)
@@ -511,7 +558,7 @@ def _primed(unit: Unit) -> RelationCache:
     types._codecs = dict(pristine.types._codecs)
     types._unknown = dict(pristine.types._unknown)
     types._unresolved_arrays = set(pristine.types._unresolved_arrays)
-    relations = RelationCache(types, element_resolver=_fake_elements)
+    relations = _relation_cache(unit, types)
     relations.tables_by_id.update(pristine.tables_by_id)
     relations.rows_by_id.update(pristine.rows_by_id)
     return relations

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 _SSL_REQUEST = 80877103
 _GSS_REQUEST = 80877104
-_TEXT, _INT4, _BOOL = 25, 23, 16
+_TEXT, _INT4, _INT8, _BOOL = 25, 23, 20, 16
 Row = Sequence[str | None]
 
 
@@ -35,10 +35,27 @@ class Answer:
 
 def _answer(sql: str, slot: str) -> Answer:
     if "current_setting('server_version_num')" in sql:
-        names = ("version", "wal_level", "database", "encoding")
-        return Answer([(n, _TEXT) for n in names], [("150000", "logical", "fake", "UTF8")])
+        names = ("version", "wal_level", "database", "encoding", "standby")
+        row = ("150000", "logical", "fake", "UTF8", "false")
+        return Answer([(n, _TEXT) for n in names], [row])
+    if "name = 'wal_sender_timeout'" in sql:
+        return Answer([("setting", _INT8)], [("60000",)])
     if "FROM pg_publication WHERE" in sql:
         return Answer([("one", _INT4)], [("1",)])
+    if "FROM pg_replication_slots s CROSS JOIN here" in sql:  # capture.replication.slots
+        columns = [
+            ("slot_name", _TEXT), ("slot_type", _TEXT), ("plugin", _TEXT), ("database", _TEXT),
+            ("temporary", _BOOL), ("active_pid", _INT4), ("confirmed", _INT8),
+            ("restart", _INT8), ("current", _INT8), ("wal_status", _TEXT), ("safe", _INT8),
+            ("two_phase", _BOOL), ("write_lag", _TEXT), ("flush_lag", _TEXT),
+            ("replay_lag", _TEXT), ("reply_time", _TEXT), ("failover", _BOOL),
+            ("synced", _BOOL), ("reason", _TEXT), ("conflicting", _BOOL), ("standby", _BOOL),
+        ]  # fmt: skip
+        row = (
+            slot, "logical", "pgoutput", "fake", "f", None, "256", "256", "512", "reserved",
+            None, "f", None, None, None, None, None, None, None, None, "f",
+        )  # fmt: skip
+        return Answer(columns, [row])
     if "FROM pg_replication_slots WHERE slot_name" in sql and "plugin" in sql:
         columns = [
             ("slot_name", _TEXT), ("plugin", _TEXT), ("slot_type", _TEXT), ("database", _TEXT),

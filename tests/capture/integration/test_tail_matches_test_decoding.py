@@ -12,12 +12,12 @@ import pytest
 from tests.support import scenario as sc
 from tests.support import test_decoding
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.core]
 
 LOW_WORK_MEM = "options='-c logical_decoding_work_mem=64kB'"
-# Types with a binary send function but no binary decoder in walcast: in --binary mode
-# they arrive as raw bytes and tail shows them as \x-hex (documented); text mode is exact.
-BINARY_UNDECODED = {"c_point", "c_money", "c_tsvector"}
+# money's text depends on the server's lc_monetary: --binary refuses it (binary_check.py),
+# so the binary run reads a publication that leaves that column out (a column list, 15+).
+BINARY_REFUSED = "c_money"
 
 MODES = {
     "text_v3": [],
@@ -29,11 +29,38 @@ MODES = {
 @pytest.fixture(scope="module")
 def scenario(pg_dsn: str):
     prepared = sc.prepare(pg_dsn, list(MODES))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        if conn.info.server_version >= 150000:  # before the changes: decoding sees it
+            tables = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT format('%%I.%%I', schemaname, tablename) FROM pg_tables "
+                    "WHERE schemaname = %s ORDER BY 1",
+                    (sc.SCHEMA,),
+                ).fetchall()
+            ]
+            columns = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT quote_ident(attname) FROM pg_attribute WHERE attrelid = "
+                    "format('%%I.all_types', %s::text)::regclass AND attnum > 0 "
+                    "AND NOT attisdropped AND attname <> %s ORDER BY attnum",
+                    (sc.SCHEMA, BINARY_REFUSED),
+                ).fetchall()
+            ]
+            listed = [
+                f"{t} ({', '.join(columns)})" if t.endswith(".all_types") else t for t in tables
+            ]
+            conn.execute(
+                f"CREATE PUBLICATION {prepared.publication}_bin FOR TABLE {', '.join(listed)}"
+            )
     sc.run_sql_file(pg_dsn, "scenario_changes.sql")
     sc.run_sql_file(pg_dsn, "scenario_stream.sql")
     reference = test_decoding.parse(sc.reference_lines(prepared), schema=sc.SCHEMA)
     yield prepared, reference
     sc.cleanup(prepared)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP PUBLICATION IF EXISTS {prepared.publication}_bin")
 
 
 def _normalize_tail(event: dict) -> tuple:
@@ -54,26 +81,31 @@ def _normalize_reference(change: test_decoding.Change) -> tuple:
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_tail_equals_test_decoding(scenario, mode: str) -> None:
+def test_tail_equals_test_decoding(scenario, mode: str, pg_major: int) -> None:
+    if "--binary" in MODES[mode] and pg_major < 15:
+        pytest.skip(
+            "binary mode refuses the scenario's money column, and leaving one column out of a "
+            "publication needs PostgreSQL 15 (the refusal itself: test_binary_check.py)"
+        )
     prepared, shared_reference = scenario
     reference = copy.deepcopy(shared_reference)
     # The scenario's last change is the marker row; reading exactly as many events as the
     # reference has must end on it.
     assert reference[-1].after == {"id": "7", "owner": "the end", "balance": "0.00"}
     assert len(reference) > 100_000
+    binary = "--binary" in MODES[mode]
+    publication = f"{prepared.publication}_bin" if binary else prepared.publication
     events = sc.tail_events(
-        f"{prepared.dsn} {LOW_WORK_MEM}", prepared.slots[mode], prepared.publication,
+        f"{prepared.dsn} {LOW_WORK_MEM}", prepared.slots[mode], publication,
         len(reference), *MODES[mode],
     )  # fmt: skip
     assert len(events) == len(reference)
-    if "--binary" in MODES[mode]:
+    if binary:  # every value exact, in binary as in text: only the refused column is absent
         for event, change in zip(events, reference, strict=True):
             for image, ref in ((event["after"], change.after), (event["before"], change.before)):
-                for column in BINARY_UNDECODED & set(image or {}):
-                    value = image.pop(column)
-                    if ref is not None:
-                        ref.pop(column, None)
-                    assert value is None or value.startswith("\\x"), (column, value)
+                assert BINARY_REFUSED not in (image or {})
+                if ref is not None:
+                    ref.pop(BINARY_REFUSED, None)
     mismatches = [
         (i, got, want)
         for i, (got, want) in enumerate(
@@ -86,7 +118,7 @@ def test_tail_equals_test_decoding(scenario, mode: str) -> None:
         assert dt.datetime.fromisoformat(got["commit_time"]) == dt.datetime.fromisoformat(
             want.commit_time
         )
-    if mode != "text_v1":
+    if mode != "text_v1" and pg_major >= 14:  # streaming needs protocol v2 (14+)
         assert _streamed_transactions(prepared.dsn, prepared.slots[mode]) >= 2, (
             "the scenario's big transactions were not streamed"
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from capture.replication import catalog
+from capture.replication import catalog, slots
 
 pytestmark = pytest.mark.integration
 
@@ -103,9 +103,9 @@ def _current_lsn(conn: psycopg.Connection) -> int:
 
 def test_status_of_an_idle_slot_tracks_lag_and_retained_wal(pg_dsn: str, names: Names) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        assert catalog.slot_status(conn, names.slot) == []
+        assert slots.slot_status(conn, names.slot) == []
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (names.slot,))
-        (before,) = catalog.slot_status(conn, names.slot)
+        (before,) = slots.slot_status(conn, names.slot)
         # The test server runs with synchronous_commit=off: this session's commit waits
         # for its WAL to be written, so the server's current WAL position includes it.
         conn.execute("SET synchronous_commit = on")
@@ -113,15 +113,15 @@ def test_status_of_an_idle_slot_tracks_lag_and_retained_wal(pg_dsn: str, names: 
             f"INSERT INTO {names.schema}.keyless "
             "SELECT repeat('x', 1000) FROM generate_series(1, 2000)"
         )
-        (after,) = catalog.slot_status(conn, names.slot)
+        (after,) = slots.slot_status(conn, names.slot)
         current = _current_lsn(conn)
-        all_here = catalog.slot_status(conn)
+        all_here = slots.slot_status(conn)
         keep = catalog.max_slot_wal_keep_size(conn)
         setting = conn.execute(
             "SELECT pg_size_bytes(current_setting('max_slot_wal_keep_size'))"
         ).fetchone()
-        assert names.slot in catalog.slot_names(conn)
-        retained = catalog.wal_retained(conn, names.slot)
+        assert names.slot in slots.slot_names(conn)
+        retained = slots.wal_retained(conn, names.slot)
     assert (before.plugin, before.slot_type, before.active_pid) == ("pgoutput", "logical", None)
     assert not before.active
     assert before.confirmed_flush_lsn is not None
@@ -159,7 +159,7 @@ def test_status_of_an_active_slot_names_the_walsender(pg_dsn: str, names: Names)
         deadline = time.monotonic() + 30
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             while True:
-                (status,) = catalog.slot_status(conn, names.slot)
+                (status,) = slots.slot_status(conn, names.slot)
                 if status.active and status.reply_time is not None:
                     break
                 assert consumer.poll() is None, consumer.stderr.read() if consumer.stderr else ""

@@ -10,11 +10,12 @@ from confluent_kafka import Consumer, TopicPartition
 
 from capture.events import Op, StreamItem, TransactionBegin, TransactionCommit
 from capture.formats import format_class
+from capture.identity import SourceIdentity
 from capture.position import Checkpoint, PositionLedger
 from capture.pump import Output, Pump
 from capture.sinks.kafka import KafkaSinkError
 from capture.sinks.kafka_eos import TransactionalKafkaSink, TransactionTooLargeError
-from capture.sinks.offsets import SourceIdentity, read_offset
+from capture.sinks.offsets import read_offset
 from capture.sinks.topics import TopicNamer
 from capture.synthetic import format_options
 from tests.capture.sinks.committed_reader import read
@@ -200,7 +201,7 @@ def test_walcast_records_go_outside_transactions_before_any_is_needed(setup: Set
     topic = f"{setup.prefix}.progress"
     sink.publish(topic, b"slot/table", b"{}")
     assert sink.drain(10) == 0
-    assert sink.identity is None  # the source was not even asked who it is
+    assert sink.source is None  # the source was not even asked who it is
     records = read(setup.bootstrap, [topic])
     assert [(r.key, r.value) for r in records] == [(b"slot/table", b"{}")]
     consumer_end = records[0].offset + 1

@@ -22,7 +22,10 @@ from capture.types import (
     TypeCodec,
     TypeRegistry,
 )
-from capture.types.registry import builtin_codecs
+from capture.types.codec import NO_DECODER
+from capture.types.facts import TypeFacts
+from capture.types.registry import UNVERIFIED, builtin_codecs
+from capture.types.values import UnrenderableBinaryError
 
 BUILTIN_OIDS = {
     "bool": (16, 1000), "bytea": (17, 1001), "char": (18, 1002), "name": (19, 1003),
@@ -59,18 +62,51 @@ def test_unknown_oid_gets_fallback() -> None:
     assert codec.from_text("(1,ü)".encode()) == "(1,ü)"
     raw = codec.from_binary(b"\x00\x01")
     assert raw == RawBinary(424242, b"\x00\x01")
-    assert codec.to_text(raw) == "\\x0001"
+    assert codec.binary_refusal == NO_DECODER
+    assert registry.binary_refusal(424242) == NO_DECODER
+    # Never rendered as hex (or anything else): that would not be the type's text.
+    with pytest.raises(UnrenderableBinaryError, match="OID 424242"):
+        codec.to_text(raw)
+    with pytest.raises(UnrenderableBinaryError):
+        codec.to_text(b"\xff")
     assert codec.to_text("(1,ü)") == "(1,ü)"
-    assert codec.to_text(b"\xff") == "\\xff"
 
 
 def test_named_builtin_without_decoder() -> None:
     registry = TypeRegistry()
+    money = registry.codec(790)
+    assert (money.name, money.category) == ("money", "N")
+    assert money.from_text(b"$1.00") == "$1.00"
+    assert money.from_binary(b"\x00" * 8) == RawBinary(790, b"\x00" * 8)
+    assert money.binary_refusal is not None
+    assert "lc_monetary" in money.binary_refusal
+    with pytest.raises(UnrenderableBinaryError):
+        money.to_text(money.from_binary(b"\x00" * 8))
+    assert registry.codec(791).from_text(b"{$1.00,NULL}") == ["$1.00", None]
+    assert registry.binary_refusal(791) is not None  # and so is its array
+    assert "search_path" in (registry.binary_refusal(2205) or "")  # regclass
+
+
+def test_decoded_builtins_keep_their_text_in_text_mode() -> None:
+    registry = TypeRegistry()
     point = registry.codec(600)
-    assert (point.name, point.category) == ("point", "G")
+    assert (point.name, point.category, point.binary_refusal) == ("point", "G", None)
     assert point.from_text(b"(1,2)") == "(1,2)"
-    assert point.from_binary(b"\x00" * 16) == RawBinary(600, b"\x00" * 16)
+    assert point.from_binary(struct.pack(">dd", 1, 2)) == "(1,2)"
     assert registry.codec(1017).from_text(b'{"(1,2)","(3,4)"}') == ["(1,2)", "(3,4)"]
+    for oid in (3904, 4451, 3614, 3615, 5038, 2970, 718, 22, 30, 194):
+        assert registry.binary_refusal(oid) is None, oid
+
+
+def test_types_without_a_send_function() -> None:
+    registry = TypeRegistry()
+    aclitem = registry.codec(1033)
+    assert aclitem.binary_refusal is None  # pgoutput sends it as text even in binary mode
+    assert aclitem.from_text(b"a=r/b") == "a=r/b"
+    with pytest.raises(ValueError, match="no send function"):
+        aclitem.from_binary(b"x")
+    # ... but an array of it cannot be sent in binary (the server would fail)
+    assert "no send function" in (registry.binary_refusal(1034) or "")
 
 
 def test_register_domain_over_builtin() -> None:
@@ -92,6 +128,12 @@ def test_register_domain_over_builtin() -> None:
     newer = registry.register_type(16392, "", "some_future_type")
     assert newer.from_text(b"x") == "x"
     assert newer.from_binary(b"x") == RawBinary(16392, b"x")
+    assert newer.binary_refusal == NO_DECODER
+    assert registry.register_type(16393, "", "money").binary_refusal is not None  # domain
+
+
+def _enum_facts(oid: int, name: str = "mood") -> TypeFacts:
+    return TypeFacts(oid, "public", name, "e", "E", "enum_out", "enum_send")
 
 
 def test_register_enum() -> None:
@@ -100,11 +142,23 @@ def test_register_enum() -> None:
     assert registry.name_of(16400) == "mood"
     assert codec.category == "U"
     assert codec.from_text("happy ☺".encode()) == "happy ☺"
-    assert codec.from_binary("happy ☺".encode()) == "happy ☺"
-    # composite / binary formats (NUL bytes, invalid UTF-8) stay raw
-    assert codec.from_binary(b"\x00\x00\x00\x01") == RawBinary(16400, b"\x00\x00\x00\x01")
-    assert codec.from_binary(b"\xff\xfe") == RawBinary(16400, b"\xff\xfe")
+    # A Type message does not say the send format is the label: no guessing from the
+    # bytes (printable bytes are not taken for text), the type is refused until described.
+    assert codec.from_binary("happy ☺".encode()) == RawBinary(16400, "happy ☺".encode())
+    assert codec.binary_refusal == UNVERIFIED
+    assert registry.needs_facts(16400)
     assert codec.to_text("ok") == "ok"
+    registry.describe({16400: _enum_facts(16400)})
+    described = registry.codec(16400)
+    assert not registry.needs_facts(16400)
+    assert (described.name, described.category, described.binary_refusal) == ("mood", "U", None)
+    assert described.from_binary("happy ☺".encode()) == "happy ☺"
+    with pytest.raises(UnicodeDecodeError):
+        described.from_binary(b"\xff\xfe")
+    # The next Type message for the same type keeps the description ...
+    assert registry.register_type(16400, "public", "mood") is described
+    # ... one naming another type (the OID was reused) undoes it.
+    assert registry.register_type(16400, "public", "other").binary_refusal == UNVERIFIED
 
 
 def test_register_enum_array() -> None:
@@ -118,10 +172,26 @@ def test_register_enum_array() -> None:
         + b"\x00\x00\x00\x02\x00\x00\x00\x01"
         + b"\x00\x00\x00\x03sad" + b"\xff\xff\xff\xff"
     )  # fmt: skip
-    assert arrays.from_binary(data) == ["sad", None]
+    assert arrays.from_binary(data) == [RawBinary(element_oid, b"sad"), None]
+    assert arrays.binary_refusal is not None
+    with pytest.raises(UnrenderableBinaryError):
+        arrays.to_text(arrays.from_binary(data))
     assert arrays.to_text(["sad", None, "a b"]) == '{sad,NULL,"a b"}'
+    registry.describe(
+        {
+            16399: TypeFacts(16399, "public", "_mood", "b", "A", "array_out", "array_send",
+                             element=element_oid),
+            element_oid: _enum_facts(element_oid),
+        }
+    )  # fmt: skip
+    described = registry.codec(16399)
+    assert (described.name, described.binary_refusal) == ("_mood", None)
+    assert described.from_binary(data) == ["sad", None]
+    data = data.replace(element_oid.to_bytes(4, "big"), (16401).to_bytes(4, "big"), 1)
+    assert described.from_binary(data) == [RawBinary(16401, b"sad"), None]  # unknown OID
     # once the element type is registered, its codec is used
     registry.register_type(element_oid, "", "int4")
+    arrays = registry.register_type(16399, "public", "_mood")
     data = (
         b"\x00\x00\x00\x01\x00\x00\x00\x00" + element_oid.to_bytes(4, "big")
         + b"\x00\x00\x00\x01\x00\x00\x00\x01" + b"\x00\x00\x00\x04\x00\x00\x00\x07"
@@ -165,8 +235,22 @@ def test_array_of_a_domain_over_an_enum() -> None:
     registry.register_type(30001, "public", "_mood_d")
     codec = registry.resolve_array_element(30001, 30002, "public", "mood")
     data = struct.pack(">iiIii", 1, 0, 30002, 1, 1) + struct.pack(">i", 3) + b"sad"
-    assert codec.from_binary(data) == ["sad"]
+    assert codec.from_binary(data) == [RawBinary(30002, b"sad")]
+    assert codec.binary_refusal is not None
     assert codec.to_text(["sad", "a b"]) == '{sad,"a b"}'
+    registry.describe(
+        {
+            30001: TypeFacts(30001, "public", "_mood_d", "b", "A", "array_out", "array_send",
+                             element=30002),
+            30002: TypeFacts(30002, "public", "mood_d", "d", "E", "enum_out", "enum_send",
+                             base=30003),
+            30003: _enum_facts(30003),
+        }
+    )  # fmt: skip
+    described = registry.codec(30001)
+    assert described.binary_refusal is None
+    assert described.from_binary(data) == ["sad"]
+    assert registry.name_of(30002) == "mood"  # as its Type message named it (the base type)
 
 
 def test_registries_are_independent() -> None:

@@ -1,0 +1,71 @@
+r"""Composite types (row types), binary send form, nested and in arrays.
+
+Python value: ``str``, the text record_out prints (``(1,"a b",)``), in both wire formats
+(``from_text`` keeps the text; the decoder here renders the send bytes to it).
+
+record_send (rowtypes.c): Int32 count of the live (not dropped) attributes, then per
+attribute its type OID (UInt32: ``pg_attribute.atttypid``, a domain's own OID for a domain
+column), Int32 length (-1 for NULL) and that attribute type's send bytes.
+
+record_out: ``(``, the attributes' output texts joined by ``,``, ``)``. A NULL prints
+nothing (``(1,)``); a value is double-quoted when it is empty or contains ``"``, ``\``,
+``(``, ``)``, ``,`` or a space character (C ``isspace``), with ``"`` and ``\`` doubled
+inside the quotes (``"a""b"``). Brackets and braces are not special here (unlike in
+range_out and array_out).
+
+Decisions:
+
+* Each attribute is rendered by the codec of the OID the bytes carry (``render_for``),
+  looked up at decode time, so nested composites, arrays of composites and composites of
+  arrays, ranges or domains all work; ``render_for`` raises
+  :class:`~capture.types.values.UnrenderableBinaryError` for an OID without an exact
+  decoder, so an attribute is never printed from a guess.
+* isspace is taken as the six ASCII space characters (see :mod:`capture.types.ranges`).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable
+from typing import Final
+
+Render = Callable[[bytes], str]
+"""Send bytes of one value -> its output text."""
+
+_COUNT: Final = struct.Struct(">i")
+_ATTRIBUTE: Final = struct.Struct(">Ii")
+_NEEDS_QUOTES: Final = re.compile(r'["\\(), \t\n\r\v\f]')
+
+
+def field_text(text: str) -> str:
+    """Quote one attribute's output text as record_out does."""
+    if text and _NEEDS_QUOTES.search(text) is None:
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '""') + '"'
+
+
+def record_decoder(render_for: Callable[[int], Render]) -> Callable[[bytes], str]:
+    """Build the record_send decoder; ``render_for(oid)`` renders values of type ``oid``."""
+
+    def from_binary(data: bytes) -> str:
+        (count,) = _COUNT.unpack_from(data)
+        if count < 0:
+            raise ValueError(f"record send data: attribute count {count}")
+        offset = 4
+        parts: list[str] = []
+        for _ in range(count):
+            oid, length = _ATTRIBUTE.unpack_from(data, offset)
+            offset += _ATTRIBUTE.size
+            if length == -1:
+                parts.append("")
+                continue
+            if length < 0 or offset + length > len(data):
+                raise ValueError(f"record send data: attribute length {length}")
+            parts.append(field_text(render_for(oid)(data[offset : offset + length])))
+            offset += length
+        if offset != len(data):
+            raise ValueError(f"record send data has {len(data) - offset} trailing bytes")
+        return "(" + ",".join(parts) + ")"
+
+    return from_binary
