@@ -40,8 +40,10 @@ typecheck:
 unit: $(PYTHON)
 	$(PYTHON) -m pytest -m "not integration" -q
 
+# Every test on PostgreSQL 15 (Debian's), then the capture core on the other majors.
 test: setup lint typecheck
 	eval "$$($(SERVICES) start all)" && $(PYTHON) -m pytest -q
+	$(MAKE) --no-print-directory test-versions PG_MAJORS="13 14 16 17 18"
 
 # The capture core (tests marked `core`) once per PostgreSQL major, in one pytest session
 # (test ids [pg13] ...). 15 is Debian's; the others are fetched once from Maven Central and

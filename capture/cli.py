@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
+import structlog
+
 from capture import __version__
 from capture import logging as walcast_logging
 from capture.errors import ConfigError, WalcastError
@@ -28,9 +30,8 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("source")
     group.add_argument(
         "--dsn",
-        default=os.environ.get("WALCAST_DSN"),
         help="libpq connection string or URI (default: $WALCAST_DSN; keep passwords in "
-        "$PGPASSWORD or ~/.pgpass)",
+        "$PGPASSWORD or ~/.pgpass: a command line is visible to every user)",
     )
     group.add_argument("--slot", required=True, help="logical replication slot (pgoutput)")
     group.add_argument(
@@ -153,10 +154,29 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the effective settings as TOML (secrets redacted) and exit",
     )
-    run.add_argument("--dsn", help="libpq connection string (source.dsn)")
+    run.add_argument(
+        "--dsn",
+        help="libpq connection string (source.dsn; default: $WALCAST_DSN); keep the password "
+        "out of it (source.password_env/_file, $PGPASSWORD, ~/.pgpass)",
+    )
     run.add_argument("--slot", help="replication slot (source.slot)")
     run.add_argument("--publication", action="append", help="publication (repeatable)")
     run.add_argument("--create-slot", action="store_true", default=None)
+    run.add_argument(
+        "--failover-slot",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="--create-slot creates a failover slot (source.failover_slot; default: where the "
+        "server supports it, PostgreSQL 17+ on a primary)",
+    )
+    run.add_argument(
+        "--receive-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="seconds without any message from the server before the connection counts as "
+        "lost and is retried (source.receive_timeout; default: a little above the "
+        "server's wal_sender_timeout)",
+    )
     run.add_argument("--create-publication", action="store_true", default=None)
     run.add_argument("--publish-tables", help="schema.table list for --create-publication")
     run.add_argument("--bootstrap-servers", help="Kafka bootstrap servers")
@@ -266,8 +286,10 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
             "slot": args.slot,
             "publications": args.publication,
             "create_slot": args.create_slot,
+            "failover_slot": args.failover_slot,
             "create_publication": args.create_publication,
             "publish_tables": args.publish_tables,
+            "receive_timeout": args.receive_timeout,
             "snapshot": args.snapshot,
             "snapshot_workers": args.snapshot_workers,
             "snapshot_chunk_rows": args.snapshot_chunk_rows,
@@ -289,10 +311,16 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run ``walcast run``."""
+    from capture import dsn as dsn_util  # noqa: PLC0415
     from capture.daemon import config as daemon_config  # noqa: PLC0415
     from capture.daemon.runner import Daemon  # noqa: PLC0415
 
     environ = dict(os.environ)
+    if dsn_util.has_password(args.dsn):  # the flag only: the environment is not visible
+        structlog.get_logger("walcast.cli").warning(
+            "password_in_command_line",
+            detail=dsn_util.command_line_warning("source.password_env or source.password_file"),
+        )
     if args.dsn is None and "WALCAST_DSN" in environ:
         args.dsn = environ["WALCAST_DSN"]
     config = daemon_config.load(args.config, _run_cli_values(args), environ)
@@ -306,13 +334,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _source_config(args: argparse.Namespace) -> object:
-    from capture.source import SourceConfig  # noqa: PLC0415 - keeps --help fast
+    from capture import dsn as dsn_util  # noqa: PLC0415 - keeps --help fast
+    from capture.source import SourceConfig  # noqa: PLC0415
 
-    if not args.dsn:
+    dsn_util.warn_password_in_flag(args.dsn)
+    dsn = args.dsn or os.environ.get("WALCAST_DSN")
+    if not dsn:
         raise ConfigError("--dsn: no connection string given (or set $WALCAST_DSN)")
     publications = [p.strip() for arg in args.publication for p in arg.split(",") if p.strip()]
     return SourceConfig(
-        dsn=args.dsn,
+        dsn=dsn,
         slot=args.slot,
         publications=publications,
         create_slot=args.create_slot,

@@ -18,7 +18,9 @@ values stay base64 and one note on stderr says so.
 Bounded waits: a broker that does not answer within ``--connect-timeout`` seconds (default
 10) ends the command with one line and a non-zero exit, as does a topic that does not exist
 (a ``^regex`` topic is not checked), and a broker lost while reading for longer than
-``--idle-timeout``. librdkafka's own log lines never reach the terminal.
+``--idle-timeout``. librdkafka's own log lines never reach the terminal. consume connects
+in plaintext: a broker that closes every plaintext connection at once (a TLS listener) is
+named as such, in one line, rather than as a broker that did not answer.
 """
 
 from __future__ import annotations
@@ -161,19 +163,26 @@ class _Values:
 # -- the command -----------------------------------------------------------------------------
 
 
-def _silent_logger() -> Any:
-    """A logger that drops librdkafka's log lines (errors are reported by this command)."""
-    import logging  # noqa: PLC0415
+class _SilentLog:
+    """A librdkafka ``logger`` that only reads the lines (errors are reported by this command).
 
-    logger = logging.getLogger("walcast.consume.kafka")
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    return logger
+    The lines go to a :class:`~capture.sinks.kafka.ProtocolWatch`: a broker that closes
+    every plaintext connection (a TLS listener) is named as such, not as silent.
+    """
+
+    def __init__(self, watch: Any) -> None:
+        self.watch = watch
+
+    def log(self, _level: int, msg: str, *args: object, **_kwargs: object) -> None:
+        """Read one line; print nothing."""
+        self.watch.note(msg % args if args else msg)
 
 
 def command(args: argparse.Namespace) -> int:
     """Run ``walcast consume``."""
     from confluent_kafka import Consumer, KafkaError, KafkaException  # noqa: PLC0415
+
+    from capture.sinks.kafka import ProtocolWatch  # noqa: PLC0415
 
     passing = (
         KafkaError._PARTITION_EOF,  # noqa: SLF001 - librdkafka's names
@@ -191,8 +200,11 @@ def command(args: argparse.Namespace) -> int:
     errors: list[str] = []  # every client error, for the one line that reports them
     down: list[str] = []  # "all brokers are down" since the last message
 
+    watch = ProtocolWatch(None)  # consume connects in plaintext only
+
     def on_error(error: Any) -> None:
         errors.append(str(error.str()))
+        watch.note(errors[-1])
         if error.code() == KafkaError._ALL_BROKERS_DOWN:  # noqa: SLF001 - librdkafka's name
             down.append(str(error.str()))
 
@@ -204,7 +216,7 @@ def command(args: argparse.Namespace) -> int:
             "enable.auto.commit": False,
             "error_cb": on_error,
         },
-        logger=_silent_logger(),
+        logger=_SilentLog(watch),
     )
     values = _Values(args.decode)
     out = sys.stdout
@@ -214,6 +226,8 @@ def command(args: argparse.Namespace) -> int:
             metadata = consumer.list_topics(timeout=args.connect_timeout)
         except KafkaException:
             consumer.poll(0)  # serves error_cb: the reason, e.g. "Connection refused"
+            if watch.found is not None:
+                raise watch.found.plaintext_only("--bootstrap-servers", "consume") from None
             detail = f" ({errors[-1]})" if errors else ""
             raise ConnectionLostError(
                 f"Kafka at {brokers} did not answer within {args.connect_timeout:g} s{detail}",

@@ -10,12 +10,21 @@ URI password is quoted whole). So :func:`scrub` also reads the raw text the way 
 would: every word after ``password=``/``sslpassword=`` up to the next ``key=`` (or the
 closing quote), the password of a URI's user info, and ``password=`` query parameters,
 raw and percent-decoded, are secrets too.
+
+Where a password may come from (issue 22.5): libpq's ``$PGPASSWORD`` and ``~/.pgpass``,
+``walcast run``'s ``source.password_env``/``source.password_file``, or the DSN itself in an
+environment variable (``$WALCAST_DSN``, ``WALCAST__SOURCE__DSN``), which only the user and
+root can read. A password in the ``--dsn`` flag works but is visible to every user of the
+machine (``ps``, ``/proc/<pid>/cmdline``): each command that takes ``--dsn`` says so once
+(:func:`command_line_warning`), never quoting it. A password in ``source.dsn`` in a
+configuration file is refused (:mod:`capture.daemon.config`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Final
+import sys
+from typing import IO, Final
 from urllib.parse import unquote
 
 import psycopg
@@ -37,6 +46,10 @@ _KEYWORD_VALUE: Final = re.compile(r"(?:^|\s)(?:ssl)?password\s*=\s*", re.IGNORE
 _NEXT_KEY: Final = re.compile(r"\s+[A-Za-z_]+\s*=")
 _URI: Final = re.compile(r"^\s*postgres(?:ql)?://([^/?#]*)", re.IGNORECASE)
 _QUERY_SECRET: Final = re.compile(r"[?&](?:ssl)?password=([^&#]*)", re.IGNORECASE)
+_PASSWORD_KEYWORD: Final = re.compile(r"(?:^|\s)password\s*=\s*(?!\s*(?:''|$))", re.IGNORECASE)
+_PASSWORD_QUERY: Final = re.compile(r"[?&]password=[^&#]", re.IGNORECASE)
+SAFER_PLACES: Final = "$PGPASSWORD or ~/.pgpass"
+"""Where a password for libpq belongs, for every command (``walcast run`` adds its own)."""
 _SHORT: Final = 4
 """Secrets shorter than this are masked only where they stand as a whole word."""
 
@@ -116,6 +129,50 @@ def _value_words(rest: str) -> list[str]:
         value = rest[: following.start()] if following else rest
     value = value.strip()
     return [value, value.replace("\\", ""), *value.split()]
+
+
+def has_password(dsn: str | None) -> bool:
+    """Whether ``dsn`` holds a password, parseable or not.
+
+    ``password=``, a URI's ``user:password@`` or ``?password=``; ``sslpassword`` (the
+    passphrase of a client key) is not one.
+    """
+    if not dsn:
+        return False
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        uri = _URI.match(dsn)
+        userinfo = uri.group(1).rpartition("@") if uri is not None else ("", "", "")
+        return bool(
+            _PASSWORD_KEYWORD.search(dsn)
+            or (userinfo[1] and ":" in userinfo[0] and userinfo[0].partition(":")[2])
+            or (uri is not None and _PASSWORD_QUERY.search(dsn))
+        )
+    return bool(params.get("password"))
+
+
+def command_line_warning(extra_places: str = "") -> str:
+    """The one warning about a password in ``--dsn`` (it never quotes the password).
+
+    ``extra_places``: the command's own safer places, after libpq's.
+    """
+    places = f"$PGPASSWORD, ~/.pgpass, {extra_places}" if extra_places else SAFER_PLACES
+    return (
+        "--dsn holds a password, and a command line is visible to every user of this machine "
+        f"(ps); give the password in {places} instead, or the whole DSN in $WALCAST_DSN"
+    )
+
+
+def warn_password_in_flag(dsn: str | None, out: IO[str] | None = None) -> None:
+    """Print ``walcast: warning: …`` once when the ``--dsn`` flag's value holds a password.
+
+    For the one-shot commands (``tail``, ``status``, ``slot drop``, ``snapshot``); ``walcast
+    run`` logs it as an event instead. Only the flag is checked: a DSN from ``$WALCAST_DSN``
+    is not visible to others and is accepted silently.
+    """
+    if has_password(dsn):
+        print(f"walcast: warning: {command_line_warning()}", file=out or sys.stderr, flush=True)
 
 
 def with_session_options(dsn: str, **extra: str) -> str:

@@ -123,9 +123,7 @@ class ReplicationSource:
             if streaming is None:
                 streaming = "on" if proto >= 2 else "off"
             if streaming == "parallel" and proto < 4:
-                raise ConfigError(
-                    "--streaming parallel: needs protocol version 4 (PostgreSQL 16+)"
-                )
+                raise ConfigError("--streaming parallel: needs protocol version 4 (PostgreSQL 16+)")
             if streaming != "off" and proto < 2:
                 raise ConfigError(
                     f"--streaming {streaming}: needs protocol version 2 (PostgreSQL 14+)"

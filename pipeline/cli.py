@@ -19,6 +19,8 @@ from capture.errors import ConfigError
 from capture.flags import int_at_least
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from pipeline.materialize import MaterializeJob
     from pipeline.normalize import NormalizeJob
 
@@ -155,7 +157,9 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
     _common(parser)
 
 
-def session_from_args(args: argparse.Namespace, app_name: str, *, use_delta: bool | None = None):  # noqa: ANN201
+def session_from_args(
+    args: argparse.Namespace, app_name: str, *, use_delta: bool | None = None
+) -> SparkSession:
     """Build the Spark session the arguments ask for."""
     from pipeline.session import SessionOptions, build_session  # noqa: PLC0415
 

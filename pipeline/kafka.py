@@ -14,15 +14,14 @@ one change). Messages of other producers have none of these headers: null source
 load, no ordinal.
 """
 
+# ruff: noqa: N812, FBT003
+# (PySpark idioms: `functions as F`, `F.lit(False)`)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812 - PySpark idiom
-
-# ruff: noqa: FBT003
-# (PySpark idiom: `F.lit(False)`)
+from pyspark.sql import functions as F
 
 RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 """The Kafka source's columns every parser reads."""

@@ -23,7 +23,7 @@ otherwise. The table is Parquet, partitioned by ``reason``.
 # (PySpark idioms: `functions as F`, `F.lit(True)`)
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
@@ -63,8 +63,9 @@ def _shape(df: DataFrame, values: dict[str, object]) -> DataFrame:
     cols = []
     for f in QUARANTINE.fields:
         value = values.get(f.name, F.col(f.name) if f.name in df.columns else F.lit(None))
-        col = value if not isinstance(value, str) else F.lit(value)
-        cols.append(col.cast(f.dataType).alias(f.name))  # type: ignore[union-attr]
+        col = F.lit(value) if isinstance(value, str) else value
+        assert isinstance(col, Column), f.name
+        cols.append(col.cast(f.dataType).alias(f.name))
     return df.select(*cols)
 
 

@@ -23,12 +23,12 @@ Precedence: the file, then the environment, then flags (later wins). The section
 
 ``[source]``
     the PostgreSQL side: ``dsn``, ``slot`` and ``publications`` are required; also
-    ``password_file``/``password_env``, ``create_slot``, ``create_publication`` with
-    ``publish_tables`` (the ``schema.table`` list a created publication gets; empty: FOR
-    ALL TABLES), ``proto_version``, ``binary``, ``streaming``, ``two_phase``, ``spill_dir``
-    (where held transactions spill when they outgrow memory; unset: the system's temporary
-    directory), and the initial load: ``snapshot``, ``snapshot_workers``,
-    ``snapshot_chunk_rows``.
+    ``password_file``/``password_env``, ``create_slot`` with ``failover_slot``,
+    ``create_publication`` with ``publish_tables`` (the ``schema.table`` list a created
+    publication gets; empty: FOR ALL TABLES), ``proto_version``, ``binary``, ``streaming``,
+    ``two_phase``, ``spill_dir`` (where held transactions spill when they outgrow memory;
+    unset: the system's temporary directory), ``receive_timeout``, and the initial load:
+    ``snapshot``, ``snapshot_workers``, ``snapshot_chunk_rows``.
 ``[kafka]``
     ``bootstrap_servers`` (required), SASL/TLS settings, ``exactly_once`` with its
     ``offsets_topic``, and ``[kafka.producer]``: any librdkafka producer setting, applied
@@ -41,7 +41,22 @@ Precedence: the file, then the environment, then flags (later wins). The section
 ``[daemon]``
     heartbeats, metrics (``metrics_port``, ``metrics_host``), the schema and snapshot
     progress topics, status and reconnect intervals, and the health thresholds
-    ``degraded_after`` and ``kafka_error_after``.
+    ``unhealthy_after`` and ``kafka_error_after``.
+
+Renamed settings (:data:`DEPRECATED`): the old name is still read, from the file and the
+environment, when the new one is not given (given both, the new one wins), and each use is
+one ``setting_deprecated`` warning event naming both (``walcast run`` has set up logging
+before it loads the settings, so the warning is an event like every other of the daemon).
+The old name is not in ``walcast.example.toml`` nor in ``--print-config``, which show the
+new one. ``daemon.degraded_after`` is ``daemon.unhealthy_after`` now: the threshold holds in
+every mode and for anything that stopped moving, not only Kafka deliveries.
+
+Passwords (issue 22.5): a password in ``source.dsn`` *in the file* is refused when the file
+is read (a file is copied, committed and shared; the password belongs in
+``source.password_env``/``_file``, ``$PGPASSWORD`` or ``~/.pgpass``). From the environment
+(``WALCAST__SOURCE__DSN``, ``$WALCAST_DSN``) it is accepted, as containers pass it; from
+the ``--dsn`` flag it is accepted with one warning (``capture.cli``), as the command line
+is visible to every user of the machine.
 
 ``source.snapshot`` is ``auto`` by default: the runner resolves it to ``initial`` when the
 run creates the slot, else ``never``. :class:`DaemonConfig` keeps the string ``"auto"``.
@@ -62,11 +77,14 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
+import structlog
 
 from capture import dsn as dsn_util
 from capture.errors import ConfigError
 from capture.formats import FORMAT_NAMES
 from capture.sinks.topics import LEGAL_TOPIC, validate_template
+
+log = structlog.get_logger("walcast.config")
 
 ENV_PREFIX: Final = "WALCAST__"
 DEFAULT_TOPIC: Final = "walcast.{format}.{schema}.{table}"
@@ -100,6 +118,8 @@ class Kind(enum.Enum):
     """A table of string keys and values (file or flags only, not the environment)."""
     DSN = "dsn"
     """A libpq connection string or URI."""
+    AUTO_BOOL = "auto_bool"
+    """``true``/``false``, or ``auto`` (from text; in the file: the key left out): None."""
 
 
 class _Required:
@@ -166,7 +186,8 @@ def _flag(section: str, key: str, help_text: str) -> Setting:
 SETTINGS: Final[tuple[Setting, ...]] = (
     # -- [source] ---------------------------------------------------------------------------
     _s("source", "dsn", Kind.DSN, REQUIRED,
-       "libpq connection string or URI (or $WALCAST_DSN); keep the password out of it",
+       "libpq connection string or URI (or $WALCAST_DSN); a password in it is refused "
+       "here (use password_env or password_file)",
        secret=True, example="host=localhost dbname=app user=cdc"),
     _s("source", "password_file", Kind.TEXT, None,
        "file holding the PostgreSQL password (e.g. a container secret)",
@@ -178,6 +199,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _s("source", "publications", Kind.LIST, REQUIRED,
        "publications to stream (comma-separated in the environment)", example=["walcast"]),
     _flag("source", "create_slot", "create the slot if it does not exist"),
+    _s("source", "failover_slot", Kind.AUTO_BOOL, None,
+       "whether create_slot makes a failover slot (unset or auto: yes where the server "
+       "supports it, PostgreSQL 17+ on a primary)", example=True),
     _flag("source", "create_publication",
        "create missing publications (FOR ALL TABLES unless publish_tables is set)"),
     _s("source", "publish_tables", Kind.LIST, [],
@@ -195,6 +219,10 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _s("source", "spill_dir", Kind.TEXT, None,
        "directory where held transactions spill to disk (unset: the system temp directory)",
        example="/var/lib/walcast/spill"),
+    _s("source", "receive_timeout", Kind.NUMBER, None,
+       "seconds without any message from the server (not even a keepalive) before the "
+       "connection counts as lost and is retried (unset: a little above the server's "
+       "wal_sender_timeout)", minimum=1, example=90.0),
     _s("source", "snapshot", Kind.CHOICE, "auto",
        "load existing rows first: auto, initial, never, initial-only (auto: initial "
        "when this run creates the slot, else never)",
@@ -240,9 +268,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
        "seconds between status updates to the server", minimum=0.1),
     _s("daemon", "reconnect_max_backoff", Kind.NUMBER, 30.0,
        "longest wait in seconds between reconnection attempts", minimum=0.1),
-    _s("daemon", "degraded_after", Kind.NUMBER, 60.0,
-       "seconds without a Kafka delivery, messages in flight, before /healthz is degraded",
-       minimum=0.1),
+    _s("daemon", "unhealthy_after", Kind.NUMBER, 60.0,
+       "seconds that nothing moved (no Kafka delivery or commit) while work waits, before "
+       "/healthz answers 503 (every mode)", minimum=0.1),
     _s("daemon", "kafka_error_after", Kind.NUMBER, 30.0,
        "seconds of unreachable brokers before one error line names them", minimum=0.1),
 )  # fmt: skip
@@ -264,6 +292,12 @@ OUTPUT_SETTINGS: Final[tuple[Setting, ...]] = (
 SECTIONS: Final = ("source", "kafka", "daemon")
 _BY_SECTION: Final = {s: {x.key: x for x in SETTINGS if x.section == s} for s in SECTIONS}
 _BY_ENV: Final = {x.env_name: x for x in SETTINGS if x.env_name}
+
+DEPRECATED: Final[dict[str, str]] = {"daemon.degraded_after": "daemon.unhealthy_after"}
+"""Old setting names still read (``section.key`` → the setting that replaced it)."""
+_DEPRECATED_BY_ENV: Final = {
+    f"{ENV_PREFIX}{old.replace('.', '__').upper()}": old for old in DEPRECATED
+}
 _OUTPUT_BY_KEY: Final = {x.key: x for x in OUTPUT_SETTINGS}
 
 
@@ -320,6 +354,11 @@ class DaemonConfig:
     streaming: str | None = None
     two_phase: bool = False
     spill_dir: str | None = None
+    failover_slot: bool | None = None
+    """Create the slot as a failover slot: None is auto (where the server supports it)."""
+    receive_timeout: float | None = None
+    """Seconds of silence from the server before the connection counts as lost (None: the
+    runner's default, a little above the server's ``wal_sender_timeout``)."""
     snapshot: str = "auto"
     """``auto`` (initial when the run creates the slot, else never), ``initial``,
     ``never`` or ``initial-only``."""
@@ -342,7 +381,7 @@ class DaemonConfig:
     snapshot_topic: str = "walcast.snapshots"
     status_interval: float = 10.0
     reconnect_max_backoff: float = 30.0
-    degraded_after: float = 60.0
+    unhealthy_after: float = 60.0
     kafka_error_after: float = 30.0
 
     def full_dsn(self) -> str:
@@ -398,13 +437,33 @@ def load(
     """
     raw: dict[str, Any] = {"source": {}, "kafka": {}, "daemon": {}, "outputs": []}
     if path:
-        raw = _merge(raw, _read_toml(path))
+        from_file = _read_toml(path)
+        _refuse_password_in_file(from_file, path)
+        raw = _merge(raw, from_file)
     raw = _merge(raw, _from_environ(environ))
     cli_outputs = cli.get("outputs", {}).get("list")
     raw = _merge(raw, {k: dict(v) for k, v in cli.items() if k != "outputs"})
     if cli_outputs:
         raw["outputs"] = cli_outputs
     return _validate(raw, environ)
+
+
+def _refuse_password_in_file(values: Mapping[str, Any], path: str) -> None:
+    """Refuse a password in the file's ``source.dsn`` (a flag or variable may replace it).
+
+    A configuration file is copied, committed and shared, and its passwords end up where
+    nobody meant them to, so none is read from it (see the module docstring), even one the
+    environment or a flag overrides: the file itself must not hold it.
+    """
+    source = values.get("source")
+    dsn = source.get("dsn") if isinstance(source, Mapping) else None
+    if isinstance(dsn, str) and dsn_util.has_password(dsn):
+        raise ConfigError(
+            f"source.dsn: the DSN in {path!r} holds a password, and walcast takes no password "
+            "from the file",
+            hint="remove it from the file and give it in $PGPASSWORD, ~/.pgpass, "
+            "source.password_env or source.password_file",
+        )
 
 
 def _read_toml(path: str) -> dict[str, Any]:
@@ -427,6 +486,11 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
         if not name.startswith(ENV_PREFIX):
             continue
         setting = _BY_ENV.get(name.upper())
+        old = _DEPRECATED_BY_ENV.get(name.upper())
+        if old is not None:
+            section, _, key = old.partition(".")
+            out.setdefault(section, {})[key] = value
+            continue
         if setting is None:
             section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
             if _BY_SECTION.get(section, {}).get(key) is not None:
@@ -547,6 +611,13 @@ def _convert(setting: Setting, value: Any, name: str) -> Any:
         return validate_template(str(value), name)
     if kind is Kind.TABLE:
         return _table(value, name)
+    if kind is Kind.AUTO_BOOL:
+        if not isinstance(value, bool) and str(value).strip().lower() in ("auto", ""):
+            return None
+        try:
+            return _bool(value, name)
+        except ConfigError:
+            raise ConfigError(f"{name}: {value!r} is not true, false or auto") from None
     if kind is Kind.DSN:
         text = str(value)
         dsn_util.parse(text, setting=name)
@@ -621,6 +692,32 @@ def _outputs(raw: Any) -> list[OutputConfig]:
     return outputs
 
 
+def _renamed(section: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` with each :data:`DEPRECATED` key of ``section`` moved to its new name.
+
+    The old value is checked under its own name (an error names the setting the user
+    wrote), used when the new setting is not given, and ignored when it is; either way one
+    ``setting_deprecated`` warning event names both.
+    """
+    out = dict(given)
+    for old, new in DEPRECATED.items():
+        old_section, _, old_key = old.partition(".")
+        if old_section != section or old_key not in out:
+            continue
+        new_key = new.partition(".")[2]
+        value = _convert(_BY_SECTION[section][new_key], out.pop(old_key), old)
+        if out.get(new_key) is None:
+            out[new_key] = value
+            detail = f"{old} is deprecated; it is used as {new}, which replaces it: rename it"
+            log.warning("setting_deprecated", setting=old, replaced_by=new, detail=detail)
+        else:
+            detail = f"{old} is deprecated and ignored, as {new} is set too: remove it"
+            log.warning(
+                "setting_deprecated", setting=old, replaced_by=new, ignored=True, detail=detail
+            )
+    return out
+
+
 def _validate(raw: Mapping[str, Any], environ: Mapping[str, str]) -> DaemonConfig:
     extra = set(raw) - {*SECTIONS, "outputs"}
     if extra:
@@ -632,6 +729,7 @@ def _validate(raw: Mapping[str, Any], environ: Mapping[str, str]) -> DaemonConfi
         given = raw.get(section, {})
         if not isinstance(given, Mapping):
             raise ConfigError(f"{section}: must be a table of settings")
+        given = _renamed(section, given)
         for key in given:
             if key not in _BY_SECTION[section]:
                 raise ConfigError(f"{section}.{key}: unknown setting")
@@ -753,7 +851,8 @@ def render_toml(config: DaemonConfig) -> str:
     """``config`` as TOML (``--print-config``): the effective settings, secrets redacted.
 
     The result loads back into the same configuration (given the same password sources),
-    except that a password written into ``source.dsn`` shows as ``********``.
+    except that a password in ``source.dsn`` (from ``--dsn`` or the environment) shows as
+    ``********``, and such a file is refused: passwords never come from the file.
     """
     values = {s.key: getattr(config, s.key) for s in SETTINGS}
     for setting in SETTINGS:

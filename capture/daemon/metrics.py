@@ -88,7 +88,6 @@ class Metrics:
         daemon is healthy now, and fields that override :attr:`state`. It must only read."""
         self.last_progress = time.monotonic()
 
-
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Health now: the daemon's own verdict, unless the probe finds it stuck."""
         if not self.healthy or self.probe is None:

@@ -18,7 +18,7 @@ across reconnects, decides what the slot may confirm. This module adds:
 * heartbeats: a non-transactional logical message every ``heartbeat_interval`` (the slot
   advances on a quiet database) and each format's own heartbeat record;
 * metrics and health (:mod:`capture.daemon.metrics`): ``/healthz`` says degraded once Kafka
-  confirmed nothing for ``degraded_after`` seconds while messages wait;
+  confirmed nothing for ``unhealthy_after`` seconds while messages wait;
 * start-up checks: topic names of every published table, rendered and checked for
   collisions before anything is produced.
 
@@ -183,7 +183,7 @@ class Daemon:
         assert self.sink is not None
         self.sink.note_unreachable(exc.one_line())
         down = self.sink.outage_seconds
-        if down >= self.config.degraded_after:
+        if down >= self.config.unhealthy_after:
             self.metrics.state = {
                 "status": "degraded",
                 "slot": self.config.slot,
@@ -211,6 +211,8 @@ class Daemon:
             streaming=config.streaming,
             two_phase=config.two_phase,
             status_interval=config.status_interval,
+            receive_timeout=config.receive_timeout,
+            failover_slot=config.failover_slot,
             spill_dir=config.spill_dir,
             hold_transactions=needs_transaction_sizes(o.format for o in config.outputs),
         )
@@ -563,9 +565,9 @@ class Daemon:
         retained = self.side.run(lambda conn: slots.wal_retained(conn, self.config.slot))
         if retained is not None:
             metrics.retained_wal.set(retained)
-        degraded_after = self.config.degraded_after
+        unhealthy_after = self.config.unhealthy_after
         outage = sink.outage_seconds
-        metrics.healthy = not (sink.in_flight and outage >= degraded_after)
+        metrics.healthy = not (sink.in_flight and outage >= unhealthy_after)
         metrics.state = {
             "status": "streaming" if metrics.healthy else "degraded",
             "slot": self.config.slot,
@@ -578,9 +580,8 @@ class Daemon:
         if not metrics.healthy:
             metrics.state["detail"] = (
                 f"Kafka at {sink.brokers} confirmed nothing for {outage:.0f} s "
-                f"(daemon.degraded_after={degraded_after:g})"
+                f"(daemon.unhealthy_after={unhealthy_after:g})"
             )
-
 
     def _probe(self) -> tuple[bool, dict[str, Any]]:
         """``/healthz`` at request time (the metrics thread): is the daemon stuck.
@@ -595,7 +596,7 @@ class Daemon:
             return True, {}
         waiting = sink.in_flight > 0 or self.ledger.waiting
         quiet = max(sink.clock() - sink.last_delivery, 0.0) if waiting else 0.0
-        limit = self.config.degraded_after
+        limit = self.config.unhealthy_after
         live: dict[str, Any] = {"seconds_without_delivery": round(quiet, 1)}
         if waiting and quiet >= limit:
             live["status"] = "degraded"

@@ -46,7 +46,7 @@ from capture.replication.protocol import (
     parse_copy_data,
     standby_status,
 )
-from capture.replication.setup import connect
+from capture.replication.setup import connect, invalidated_slot_error
 
 DEFAULT_STATUS_INTERVAL: Final = 10.0
 ACK_STATUS_INTERVAL: Final = 1.0
@@ -131,7 +131,10 @@ class ReplicationStream:
             self._conn.execute(stmt)
         except psycopg.Error as exc:
             text = dsn_util.scrub(str(exc).strip(), self.dsn).splitlines()[0]
+            detail = getattr(getattr(exc, "diag", None), "message_detail", None) or ""
             self._conn.close()
+            if "cannot read from logical replication slot" in text or "invalidated" in detail:
+                raise invalidated_slot_error(self.slot, None, detail) from None
             if "is active for PID" in text:
                 found = re.search(r"is active for PID (\d+)", text)
                 pid = int(found.group(1)) if found else 0

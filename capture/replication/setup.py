@@ -76,9 +76,11 @@ def resolve_failover(requested: bool | None, server: ServerInfo) -> bool:
 
 _REFUSALS: Final = (
     ("password authentication failed", "the server refused the password of role {user}",
-     "fix the password ($PGPASSWORD, ~/.pgpass, source.password_*); retrying cannot help"),
+     ("fix the password where it comes from ($PGPASSWORD, ~/.pgpass, or walcast run's "
+      "source.password_env / source.password_file); retrying cannot help")),
     ("no password supplied", "the server wants a password for role {user} and none was given",
-     "put it in $PGPASSWORD or ~/.pgpass (walcast run: source.password_env or _file)"),
+     ("put it in $PGPASSWORD or ~/.pgpass (walcast run: also source.password_env or "
+      "source.password_file)")),
     ("authentication failed", "the server refused to authenticate role {user}",
      "check the authentication method for this role in pg_hba.conf"),
     ("no pg_hba.conf entry", "pg_hba.conf has no entry for role {user} from this host",
@@ -354,6 +356,8 @@ class Preflight:
                 f"connects to {server.database!r}",
                 hint="point --dsn at the slot's database",
             )
+        if info.invalidated:
+            raise invalidated_slot_error(name, info)
         if info.active_pid is not None:
             raise SlotInUseError(name, info.active_pid)
         return info
@@ -435,6 +439,41 @@ class Preflight:
     def publication_tables_without_full_identity(self, publication: str) -> list[str]:
         """Published tables whose REPLICA IDENTITY is not FULL (no complete before image)."""
         return tables_without_full_identity(self.conn, publication)
+
+
+_INVALIDATION_REASONS: Final = {
+    "wal_removed": "the WAL it needed was removed (max_slot_wal_keep_size)",
+    "rows_removed": "rows it needed were removed (a conflict on a standby)",
+    "wal_level_insufficient": "wal_level on the primary fell below logical",
+    "idle_timeout": "it was inactive longer than idle_replication_slot_timeout",
+}
+
+
+def invalidated_slot_error(name: str, slot: SlotStatus | None, detail: str = "") -> SetupError:
+    """The one-line error for a slot the server invalidated: the reason, what it means, the fix.
+
+    ``detail`` is the server's own words when it refused to stream (its DETAIL line).
+    """
+    reason = detail
+    if slot is not None and slot.invalidation_reason:
+        reason = _INVALIDATION_REASONS.get(slot.invalidation_reason, slot.invalidation_reason)
+    elif slot is not None and slot.wal_status == "lost" and not reason:
+        reason = "the WAL it needed was removed (max_slot_wal_keep_size)"
+    elif slot is not None and slot.conflicting and not reason:
+        reason = "a conflict with recovery on this standby"
+    position = ""
+    if slot is not None and slot.confirmed_flush_lsn is not None:
+        from capture.lsn import format_lsn  # noqa: PLC0415
+
+        position = f" after {format_lsn(slot.confirmed_flush_lsn)}"
+    return SetupError(
+        f"replication slot {name!r} was invalidated by the server"
+        + (f": {reason.rstrip('.')}" if reason else "")
+        + f"; the changes made{position} since can no longer be streamed",
+        hint=f"drop it (walcast slot drop --slot {name} --yes), create it again "
+        "(--create-slot) and load the tables again (--snapshot initial, the default for a "
+        "slot walcast creates); raise max_slot_wal_keep_size if WAL was removed",
+    )
 
 
 def _first_line(exc: BaseException, dsn: str) -> str:

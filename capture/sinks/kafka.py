@@ -13,16 +13,30 @@ Invariants:
 * Table layouts go to the compacted schema topic before the first change of the table under
   that layout, and are confirmed before the change is produced; the wait serves deliveries
   and ``wait_hook`` like any other, and has no deadline (an outage is a pause).
+* Once a source is bound (:meth:`KafkaSink.bind_source`), every message carries its identity
+  in the :data:`~capture.identity.SOURCE_HEADER` header, and layout records are keyed
+  ``<source>/<schema>.<table>`` and name it (``"source"``), so two sources sharing the
+  topics never take each other's layouts (:mod:`capture.identity`). A sink bound to one
+  source refuses another (:class:`SourceChangedError`).
 * librdkafka's own log lines never reach the terminal raw: they go through structlog as
   ``kafka_client`` events, each distinct line at most once per :data:`LOG_REPEAT_SECONDS`.
+  Lines that differ only in their timings and counts (``(after 3ms in state CONNECT, 4
+  identical error(s) suppressed)``) are the same line (:func:`repeat_key`); the first text
+  is the one logged, with how many were left out.
   An outage longer than ``error_after`` seconds is reported once, as one ``kafka_unreachable``
   error naming the brokers; ``kafka_reachable`` follows when deliveries resume.
 * SASL authentication failures are terminal: the next call raises :class:`KafkaSinkError`.
+* So is a ``security.protocol`` the listener does not speak (:class:`ProtocolWatch`): a TLS
+  client at a plaintext listener, or a plaintext client at a TLS one, fails the same way on
+  every attempt, and librdkafka reports it only as a transport failure that it retries for
+  ever. The next :meth:`KafkaSink.reachable`, :meth:`~KafkaSink.service` (any call that
+  checks the client) raises :class:`ProtocolMismatchError` naming the setting instead.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -37,6 +51,7 @@ from capture.errors import WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
 from capture.formats.layout import layout_record
+from capture.identity import SOURCE_HEADER, SourceIdentity
 from capture.lsn import format_lsn
 from capture.position import DeliveryCount, TxnPosition
 from capture.pump import Output
@@ -68,21 +83,59 @@ class KafkaSinkError(WalcastError):
     exit_code = 6
 
 
-class _KafkaLog(logging.Handler):
-    """librdkafka's log lines as structlog events, each distinct one rate-limited."""
+class SourceChangedError(WalcastError):
+    """The server behind the DSN is another source than the one this daemon streamed."""
 
-    def __init__(self) -> None:
+    exit_code = 2
+
+
+_SUPPRESSED: Final = re.compile(r",?\s*\d+ identical error\(s\) suppressed")
+_MILLISECONDS: Final = re.compile(r"\b\d+(?:\.\d+)?\s*ms\b")
+_COUNTED: Final = re.compile(r"\b\d+ (\w+)\(s\)")
+_AFTER_CLAUSE: Final = re.compile(r"\(after [^()]*\)")
+
+
+def repeat_key(text: str) -> str:
+    """``text`` without what changes between repeats of one librdkafka line.
+
+    librdkafka appends timings and counts to a repeated failure: ``Connection refused
+    (after 0ms in state CONNECT)``, then ``(after 1ms in state CONNECT, 3 identical error(s)
+    suppressed)``; ``3 request(s) timed out: disconnect (average rtt 1.224ms)``. Those are
+    one line to a reader: the suppressed count is dropped, every millisecond value and
+    ``N thing(s)`` count becomes ``N``, and so does any number left in an ``(after …)``
+    clause. Everything else (brokers, states, error text, ``1/2 brokers are down``) stays,
+    so different failures remain different lines.
+    """
+    key = _SUPPRESSED.sub("", text)
+    key = _MILLISECONDS.sub("Nms", key)
+    key = _COUNTED.sub(r"N \1(s)", key)
+    return _AFTER_CLAUSE.sub(lambda m: re.sub(r"\d+", "N", m.group(0)), key)
+
+
+class _KafkaLog(logging.Handler):
+    """librdkafka's log lines as structlog events, each distinct one rate-limited.
+
+    Lines are told apart by :func:`repeat_key`; a repeat within :data:`LOG_REPEAT_SECONDS`
+    is only counted, and the next line logged after that time says how many were left out
+    (``repeated``). The text logged is the line as librdkafka wrote it.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(logging.WARNING)
+        self._clock = clock
         self._seen: dict[str, tuple[float, int]] = {}
+        """By :func:`repeat_key`: when the line was last logged, and repeats since."""
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
-        now = time.monotonic()
-        last, suppressed = self._seen.get(text, (0.0, 0))
-        if now - last < LOG_REPEAT_SECONDS:
-            self._seen[text] = (last, suppressed + 1)
+        key = repeat_key(text)
+        now = self._clock()
+        seen = self._seen.get(key)
+        if seen is not None and now - seen[0] < LOG_REPEAT_SECONDS:
+            self._seen[key] = (seen[0], seen[1] + 1)
             return
-        self._seen[text] = (now, 0)
+        suppressed = seen[1] if seen is not None else 0
+        self._seen[key] = (now, 0)
         level = "error" if record.levelno >= logging.ERROR else "warning"
         getattr(log, level)("kafka_client", message=text, repeated=suppressed or None)
 
@@ -95,6 +148,150 @@ def client_logger() -> logging.Logger:
         logger.propagate = False
     logger.setLevel(logging.WARNING)
     return logger
+
+
+# -- security.protocol mismatches ------------------------------------------------------------
+
+_TLS_AT_PLAINTEXT: Final = re.compile(
+    r"connecting to a PLAINTEXT broker listener\?|wrong version number|packet length too long",
+    re.IGNORECASE,
+)
+"""What librdkafka (and OpenSSL under it) say when a TLS client meets a plaintext listener."""
+_PLAINTEXT_AT_TLS: Final = re.compile(
+    r"connecting to a SSL listener\?|Invalid response size (?:3525|3692)\d{5}\b"
+)
+"""What older librdkafka versions say when a plaintext client meets a TLS listener (a TLS
+alert or handshake record read as a Kafka response size: 0x1503…, 0x1603…)."""
+_APIVERSION_CLOSED: Final = re.compile(r"Disconnected\b.*\bin state APIVERSION_QUERY")
+_FAILURE_STATE: Final = re.compile(r"\(after \d+ms in state ")
+_BROKER_PREFIX: Final = re.compile(r"(?:[a-z_]+://)?(\S+?:\d+)/(?:bootstrap|-?\d+): ")
+_TIMING_SUFFIX: Final = re.compile(r"\s*\(after \d+ms in state ([^,()]*)[^()]*\)\s*$")
+_TLS_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})
+APIVERSION_CLOSES: Final = 5
+"""Connections a broker closes in a row while asked for its API versions (and nothing else
+failing between them) that make a plaintext client conclude the listener speaks TLS."""
+
+
+class ProtocolMismatchError(KafkaSinkError):
+    """``kafka.security_protocol`` is not what the broker's listener speaks.
+
+    ``listener`` is what the listener seems to speak: ``"plaintext"`` or ``"TLS"``;
+    ``broker`` its address, ``detail`` librdkafka's words (without timings).
+    """
+
+    def __init__(self, configured: str | None, broker: str, detail: str, listener: str) -> None:
+        self.configured = configured
+        self.broker = broker
+        self.detail = detail
+        self.listener = listener
+        shown = f"is {configured!r}" if configured else "is not set (plaintext)"
+        if listener == "plaintext":
+            sasl = "SASL" in (configured or "").upper()
+            keep_sasl = ' (or "SASL_PLAINTEXT" to keep SASL)' if sasl else ""
+            message = (
+                f"kafka.security_protocol {shown} but the broker at {broker} answers in "
+                f"plaintext (librdkafka: {detail})"
+            )
+            hint = (
+                f'set kafka.security_protocol = "PLAINTEXT"{keep_sasl}, or point '
+                "kafka.bootstrap_servers at the broker's SSL listener"
+            )
+        else:
+            message = (
+                f"kafka.security_protocol {shown} but the broker at {broker} closes every "
+                f"plaintext connection before answering, as a TLS listener does "
+                f"(librdkafka: {detail})"
+            )
+            hint = (
+                'set kafka.security_protocol = "SSL" (or "SASL_SSL" with the kafka.sasl_* '
+                "settings), or point kafka.bootstrap_servers at the broker's PLAINTEXT "
+                "listener"
+            )
+        super().__init__(message, hint=hint)
+
+    def plaintext_only(self, flag: str, command: str) -> KafkaSinkError:
+        """The line for a command that has no ``security.protocol`` and speaks plaintext."""
+        return KafkaSinkError(
+            f"{flag}: the broker at {self.broker} closes every plaintext connection before "
+            f"answering, as a TLS listener does (librdkafka: {self.detail}); walcast "
+            f"{command} connects in plaintext only",
+            hint=f"point {flag} at the broker's PLAINTEXT listener",
+        )
+
+
+class ProtocolWatch:
+    """Reads a client's error callbacks and log lines for a ``security.protocol`` mismatch.
+
+    librdkafka retries a connection whose protocol the listener does not speak for ever, as
+    it would a broker that is down, so walcast decides from what librdkafka says:
+
+    * a TLS client (``SSL``, ``SASL_SSL``) at a plaintext listener: the handshake fails with
+      ``connecting to a PLAINTEXT broker listener?`` (or OpenSSL's ``wrong version number``,
+      ``packet length too long``). Certain on the first line.
+    * a plaintext client (unset, ``PLAINTEXT``, ``SASL_PLAINTEXT``) at a TLS listener: the
+      listener closes the connection at the client's first request (ApiVersion); librdkafka
+      2.x says only ``Disconnected … (after 1ms in state APIVERSION_QUERY)``, at INFO level
+      and never to the error callback. A broker going down can close one connection that
+      way, so it takes :data:`APIVERSION_CLOSES` in a row, with no other failure between
+      them and no answer since (:meth:`answered`). Older librdkafka versions said
+      ``connecting to a SSL listener?``, which is certain at once.
+
+    ``found`` is the :class:`ProtocolMismatchError` to stop with (None: nothing seen).
+    """
+
+    def __init__(self, configured: str | None) -> None:
+        self.configured = configured or None
+        self.tls = (configured or "").upper() in _TLS_PROTOCOLS
+        self.found: ProtocolMismatchError | None = None
+        self._closes = 0
+
+    def note(self, text: str) -> None:
+        """Read one librdkafka line (an error callback's text or a log line)."""
+        if self.found is not None:
+            return
+        if self.tls:
+            if _TLS_AT_PLAINTEXT.search(text):
+                self._found(text, "plaintext")
+            return
+        if _PLAINTEXT_AT_TLS.search(text):
+            self._found(text, "TLS")
+        elif _APIVERSION_CLOSED.search(text):
+            self._closes += 1
+            if self._closes >= APIVERSION_CLOSES:
+                self._found(text, "TLS")
+        elif _FAILURE_STATE.search(text):
+            self._closes = 0  # another failure between them: not a listener's pattern
+
+    def answered(self) -> None:
+        """A broker answered (metadata, a delivery): earlier closes were not the listener's."""
+        self._closes = 0
+
+    def _found(self, text: str, listener: str) -> None:
+        prefixes = list(_BROKER_PREFIX.finditer(text))
+        broker, detail = "?", text
+        if prefixes:
+            broker, detail = prefixes[-1].group(1), text[prefixes[-1].end() :]
+        detail = _TIMING_SUFFIX.sub(r", in state \1", detail)
+        self.found = ProtocolMismatchError(self.configured, broker, detail.strip(), listener)
+
+
+class _ClientLog:
+    """The ``logger`` of one librdkafka client: every line is read by a :class:`ProtocolWatch`.
+
+    Then it goes on to :func:`client_logger` (and so to ``kafka_client`` events), unless
+    ``quiet``: while :meth:`KafkaSink.reachable` serves the client's queue, whose outcome
+    its caller reports itself. librdkafka calls ``log(level, format, *args)``.
+    """
+
+    def __init__(self, watch: ProtocolWatch) -> None:
+        self.watch = watch
+        self.quiet = False
+
+    def log(self, level: int, msg: str, *args: object, **_kwargs: object) -> None:
+        """Read the line, then hand it on (see the class docstring)."""
+        self.watch.note(msg % args if args else msg)
+        if not self.quiet:
+            client_logger().log(level, msg, *args)
 
 
 def fatal_error(exc: BaseException) -> KafkaError | None:
@@ -124,8 +321,12 @@ class KafkaSink:
         schema_topic: str | None = None,
         error_after: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        source: SourceIdentity | None = None,
     ) -> None:
         self.settings = settings
+        self.source: SourceIdentity | None = None
+        """The source whose messages this sink produces (None: not bound yet)."""
+        self._source_header: tuple[str, bytes] | None = None
         self.brokers = describe_brokers(settings)
         self.schema_topic = schema_topic or None
         self.error_after = error_after
@@ -144,9 +345,31 @@ class KafkaSink:
         self._confirmations_seen = 0
         self._published_layouts: dict[str, object] = {}
         self.wait_hook: Callable[[], None] = lambda: None
+        self.protocol = ProtocolWatch(settings.get("security.protocol"))
+        """Watches the client for a ``security.protocol`` the listener does not speak."""
+        self._client_log = _ClientLog(self.protocol)
         self.producer = Producer(
-            {**settings, "logger": client_logger(), "error_cb": self._client_error}
+            {**settings, "logger": self._client_log, "error_cb": self._client_error}
         )
+        if source is not None:
+            self.bind_source(source)
+
+    def bind_source(self, source: SourceIdentity) -> None:
+        """Produce as ``source`` from now on (the same source again is a no-op).
+
+        Raises :class:`SourceChangedError` for another source: the DSN now reaches another
+        cluster or database (a restore, a wrong failover target), whose changes must not go
+        out under the old source's name, nor its positions be compared with the old ones.
+        """
+        if self.source is not None and self.source != source:
+            raise SourceChangedError(
+                f"the server now is {source.describe()}, but this walcast streamed "
+                f"{self.source.describe()}; it stops rather than mix the two",
+                hint="check --dsn (a multi-host DSN must list one cluster's servers); start "
+                "walcast again to stream the new source",
+            )
+        self.source = source
+        self._source_header = (SOURCE_HEADER, source.key.encode())
 
     # -- client errors and outages ------------------------------------------------------------
 
@@ -154,6 +377,7 @@ class KafkaSink:
         """Handle librdkafka's error callback (from poll): outages, refusals of the client."""
         code = error.code()
         self._last_error = error.str()
+        self.protocol.note(self._last_error)
         if code in _FATAL_CODES or error.fatal():
             self._fatal = error
         elif code in _OUTAGE_CODES and self._outage_since is None:
@@ -186,7 +410,13 @@ class KafkaSink:
         )
 
     def _check(self) -> None:
-        """Raise for a refused client; report an outage once it lasted ``error_after``."""
+        """Raise for a refused client; report an outage once it lasted ``error_after``.
+
+        A ``security.protocol`` the listener does not speak is a refused client too
+        (:class:`ProtocolMismatchError`), however long ago the line that showed it arrived.
+        """
+        if self.protocol.found is not None:
+            raise self.protocol.found
         if self._fatal is not None:
             code = self._fatal.code()
             raise KafkaSinkError(
@@ -201,6 +431,8 @@ class KafkaSink:
         now = self._clock()
         reports = self.confirmations.reports
         if reports != self._confirmations_seen or (in_flight == 0 and self._outage_since is None):
+            if reports != self._confirmations_seen:
+                self.protocol.answered()
             self._confirmations_seen = reports
             self.last_delivery = now
             if self._outage_reported:
@@ -243,6 +475,10 @@ class KafkaSink:
             self._outage_since = None
             self._outage_reported = False
 
+    def clock(self) -> float:
+        """The sink's clock (the time :attr:`last_delivery` is measured in)."""
+        return self._clock()
+
     @property
     def in_flight(self) -> int:
         """Messages produced and not yet confirmed."""
@@ -275,8 +511,12 @@ class KafkaSink:
             unit.counter = self.confirmations
             callback = unit.delivered
         produce = self.producer.produce
+        source = self._source_header
         for message in messages:
             topic = namer.topic(message.schema, message.table)
+            headers = message.kafka_headers()
+            if source is not None:
+                headers.append(source)
             while True:
                 try:
                     produce(
@@ -284,7 +524,7 @@ class KafkaSink:
                         message.value,
                         message.key,
                         on_delivery=callback,
-                        headers=message.kafka_headers(),
+                        headers=headers,
                     )
                     break
                 except BufferError:
@@ -330,6 +570,38 @@ class KafkaSink:
             else:
                 return
 
+    def publish_confirmed(self, topic: str, key: bytes, value: bytes, timeout: float) -> bool:
+        """Produce a walcast record and wait up to ``timeout`` s for Kafka to confirm it.
+
+        Returns whether it was confirmed; raises :class:`KafkaSinkError` when Kafka refused it.
+        """
+        producer = self._record_producer()
+        reports: list[KafkaError | None] = []
+        deadline = self._clock() + timeout
+        while True:
+            try:
+                producer.produce(
+                    topic, value, key, on_delivery=lambda err, _msg: reports.append(err)
+                )
+                break
+            except BufferError:
+                producer.poll(0.2)
+                self.wait_hook()
+        while not reports and self._clock() < deadline:
+            producer.poll(0.2)
+            self._check()
+            self.wait_hook()
+        if reports and reports[0] is not None:
+            raise KafkaSinkError(
+                f"Kafka refused walcast's record on topic {topic!r}: {reports[0].str()}",
+                hint="check the topic's ACLs and configuration",
+            )
+        return bool(reports)
+
+    def _record_producer(self) -> Producer:
+        """The producer of walcast's own records (outside any Kafka transaction)."""
+        return self.producer
+
     def announce(self, table: Table) -> None:
         """Publish ``table``'s layout to the schema topic and wait for Kafka to confirm it."""
         if self.schema_topic is None:
@@ -339,6 +611,10 @@ class KafkaSink:
         version = record.get("version")
         if self._published_layouts.get(name) == version:
             return
+        key = name
+        if self.source is not None:
+            record["source"] = self.source.key
+            key = self.source.record_key(name)
         reports: list[KafkaError | None] = []
         value = orjson.dumps(record)
         while True:
@@ -346,7 +622,7 @@ class KafkaSink:
                 self.producer.produce(
                     self.schema_topic,
                     value,
-                    name.encode(),
+                    key.encode(),
                     on_delivery=lambda err, _msg: reports.append(err),
                 )
                 break
@@ -447,7 +723,13 @@ class KafkaSink:
     def reachable(self, timeout: float) -> bool:
         """Whether a broker answers a metadata request within ``timeout`` seconds.
 
-        No answer starts the outage clock (see :meth:`note_unreachable`), from the request.
+        No answer starts the outage clock (see :meth:`note_unreachable`), from the request,
+        and serves the client's queue once, so that its error callback and log lines say
+        why: a ``security.protocol`` the listener does not speak raises
+        :class:`ProtocolMismatchError` here rather than start a wait that cannot end. The
+        lines served here are read but not logged: the caller reports the outcome (the
+        daemon's ``kafka_unreachable_at_start``, a command's one line), and librdkafka
+        repeats them while it retries.
         """
         started = self._clock()
         try:
@@ -456,5 +738,13 @@ class KafkaSink:
             self._last_error = str(exc)
             if self._outage_since is None:
                 self._outage_since = started
+            self._client_log.quiet = True
+            try:
+                self.producer.poll(0)
+            finally:
+                self._client_log.quiet = False
+            if self.protocol.found is not None:
+                raise self.protocol.found from None
             return False
+        self.protocol.answered()
         return True

@@ -1,8 +1,12 @@
 """Loading tables' existing rows into the stream: the initial load and on-demand loads.
 
 * :mod:`capture.snapshot.source`: :class:`LoadingSource`, which inserts loaded chunks into
-  the replication stream at their watermarks (the design and its guarantees are there);
-* :mod:`capture.snapshot.reader`: reader threads, one ``COPY`` per chunk;
+  the replication stream at their watermarks (the design and its guarantees are there),
+  composed of:
+* :mod:`capture.snapshot.assigner`: which chunk next (loads, requests, resumption, records);
+* :mod:`capture.snapshot.reader`: reader threads, one ``COPY`` per chunk, and their hooks;
+* :mod:`capture.snapshot.splice`: a chunk into the stream at its watermark, the race check;
+* :mod:`capture.snapshot.connection`: the load's catalog connection;
 * :mod:`capture.snapshot.chunks`: key-range chunks and their SQL;
 * :mod:`capture.snapshot.copytext`: COPY text rows as pgoutput text values;
 * :mod:`capture.snapshot.progress`: where progress is kept (a compacted Kafka topic);

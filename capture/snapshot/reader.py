@@ -19,6 +19,17 @@ The transaction lives as long as one chunk's read (and, when the stream lags beh
 the stream reaches the low watermark and drains the queue): it never spans the load.
 Connections use walcast's session options, so values are the exact text the replication
 stream carries (UTC, ISO dates, hex bytea, shortest-exact floats).
+
+**Hooks.** A :class:`LoadHooks` object is called, in the reader thread, at the points of a
+chunk's read that decide where a concurrent transaction lands relative to the chunk:
+before the watermark (the transaction is streamed before the chunk and the read sees it),
+between the watermark and the read's snapshot (streamed after the chunk, and seen by the
+read), after the snapshot (streamed after the chunk, not seen). The default does nothing;
+tests commit a transaction from another connection at each point, and
+:meth:`LoadHooks.after_snapshot` may replace the snapshot the splice checks the chunk
+against (e.g. report a transaction as in progress: a stand-in for one whose commit record
+precedes the watermark but which the snapshot did not see, the race that makes the splice
+read the chunk again).
 """
 
 from __future__ import annotations
@@ -82,6 +93,27 @@ class ReadSnapshot:
         return full < self.xmax and full not in self.in_progress
 
 
+class LoadHooks:
+    """Points of a chunk's read where a test acts (see the module docstring); no-ops here.
+
+    Called in the reader thread, each time the chunk is read (a chunk read again after a
+    race passes them again). An exception fails the chunk's read like a read error.
+    """
+
+    def before_watermark(self, chunk: Chunk) -> None:
+        """The chunk's low watermark is about to be written."""
+
+    def after_watermark(self, chunk: Chunk) -> None:
+        """The watermark is written; the read's snapshot is not taken yet."""
+
+    def after_snapshot(self, chunk: Chunk, snapshot: ReadSnapshot) -> ReadSnapshot:  # noqa: ARG002
+        """The read's snapshot is taken (the rows are not read yet): what the splice gets."""
+        return snapshot
+
+
+NO_HOOKS: Final = LoadHooks()
+
+
 @dataclass(slots=True)
 class ChunkRead:
     """One chunk handed to a reader; its results arrive on ``results``.
@@ -101,10 +133,13 @@ class ChunkRead:
 class ReaderPool:
     """``workers`` daemon threads reading chunks; each keeps one connection."""
 
-    def __init__(self, dsn: str, workers: int, *, count_rows: bool) -> None:
+    def __init__(
+        self, dsn: str, workers: int, *, count_rows: bool, hooks: LoadHooks = NO_HOOKS
+    ) -> None:
         self._dsn = dsn_util.with_session_options(dsn)
         self._jobs: queue.Queue[ChunkRead | None] = queue.Queue()
         self._count_rows = count_rows
+        self._hooks = hooks
         self._threads = [
             threading.Thread(target=self._work, name=f"walcast-load-{i}", daemon=True)
             for i in range(workers)
@@ -141,15 +176,18 @@ class ReaderPool:
                 conn.close()
 
     def _read(self, conn: psycopg.Connection[Any], job: ChunkRead) -> None:
+        hooks = self._hooks
         content = orjson.dumps({"marker": job.marker})
+        hooks.before_watermark(job.chunk)
         conn.execute("SELECT pg_logical_emit_message(false, %s, %s)", (WATERMARK_PREFIX, content))
+        hooks.after_watermark(job.chunk)
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         try:
             row = conn.execute(
                 "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text"
             ).fetchone()
             assert row is not None
-            snapshot = ReadSnapshot.parse(str(row[0]), str(row[1]))
+            snapshot = hooks.after_snapshot(job.chunk, ReadSnapshot.parse(str(row[0]), str(row[1])))
             count = None
             if self._count_rows:
                 counted = conn.execute(count_query(job.chunk)).fetchone()

@@ -28,8 +28,8 @@ from capture.errors import ConfigError, SetupError
 from capture.flags import add_command
 from capture.replication import catalog
 from capture.replication.setup import connect
+from capture.snapshot.assigner import ALL_TABLES, INITIAL_REQUEST, MODES, REQUEST_PREFIX
 from capture.snapshot.progress import ProgressStore, TableProgress
-from capture.snapshot.source import ALL_TABLES, INITIAL_REQUEST, MODES, REQUEST_PREFIX
 
 
 def resolve_mode(mode: str | None, *, slot_exists: bool, server_version: int) -> str:

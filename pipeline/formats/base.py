@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
 
 from pipeline import pgtext
 from pipeline.layouts import column_types, latest_layouts, same_source
@@ -270,6 +271,6 @@ def lsn_fields(lsn_num: Column) -> dict[str, Column]:
     return {"commit_lsn": pgtext.lsn_text(lsn_num), "commit_lsn_num": lsn_num}
 
 
-def first_in_partition() -> Window:
+def first_in_partition() -> WindowSpec:
     """Window over one Kafka partition in offset order (for parsers needing neighbours)."""
     return Window.partitionBy("topic", "partition").orderBy("offset")

@@ -88,3 +88,47 @@ def test_a_short_password_is_masked_only_as_a_whole_word() -> None:
 def test_walsender_text_arrives_in_utf8_whatever_the_database_encoding() -> None:
     out = conninfo_to_dict(dsn.with_session_options("host=db"))
     assert "-c client_encoding=UTF8" in out["options"]
+
+
+# -- a password in --dsn (issue 22.5) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"host=db user=cdc password={SECRET}", True),
+        (f"host=db user=cdc password='{SECRET} two'", True),
+        (f"postgresql://cdc:{SECRET}@db/app", True),
+        (f"postgresql://cdc@db/app?sslmode=require&password={SECRET}", True),
+        (f"host=db nonsense password={SECRET}", True),  # libpq cannot parse it
+        (f"postgresql://cdc:{SECRET}@[::1/app", True),  # nor this
+        ("host=db user=cdc", False),
+        ("host=db user=cdc password=''", False),
+        ("postgresql://cdc@db/app", False),
+        ("postgresql://cdc:@db/app", False),
+        (f"host=db sslpassword={SECRET}", False),  # a client key's passphrase
+        ("", False),
+        (None, False),
+    ],
+)
+def test_has_password(text: str | None, expected: bool) -> None:
+    assert dsn.has_password(text) is expected
+
+
+def test_the_command_line_warning_names_the_safer_places_never_the_password() -> None:
+    import io  # noqa: PLC0415
+
+    out = io.StringIO()
+    dsn.warn_password_in_flag(f"host=db user=cdc password={SECRET}", out)
+    line = out.getvalue()
+    assert line.count("\n") == 1
+    assert line.startswith("walcast: warning: --dsn holds a password")
+    for place in ("$PGPASSWORD", "~/.pgpass", "$WALCAST_DSN", "(ps)"):
+        assert place in line
+    assert SECRET not in line
+    quiet = io.StringIO()
+    dsn.warn_password_in_flag("host=db user=cdc", quiet)
+    dsn.warn_password_in_flag(None, quiet)
+    assert quiet.getvalue() == ""
+    run = dsn.command_line_warning("source.password_env or source.password_file")
+    assert "$PGPASSWORD, ~/.pgpass, source.password_env or source.password_file" in run

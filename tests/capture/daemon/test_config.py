@@ -196,7 +196,8 @@ def test_new_settings_have_the_contract_defaults(tmp_path: Path) -> None:
     assert (config.snapshot_workers, config.snapshot_chunk_rows) == (2, 50_000)
     assert config.snapshot_topic == "walcast.snapshots"
     assert (config.exactly_once, config.offsets_topic) == (False, "walcast.offsets")
-    assert (config.degraded_after, config.kafka_error_after) == (60.0, 30.0)
+    assert (config.unhealthy_after, config.kafka_error_after) == (60.0, 30.0)
+    assert (config.receive_timeout, config.failover_slot) == (None, None)
 
 
 def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None:
@@ -209,7 +210,9 @@ def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None
         "WALCAST__KAFKA__EXACTLY_ONCE": "true",
         "WALCAST__KAFKA__OFFSETS_TOPIC": "my.offsets",
         "WALCAST__DAEMON__SNAPSHOT_TOPIC": "my.snapshots",
-        "WALCAST__DAEMON__DEGRADED_AFTER": "3",
+        "WALCAST__DAEMON__UNHEALTHY_AFTER": "3",
+        "WALCAST__SOURCE__RECEIVE_TIMEOUT": "45",
+        "WALCAST__SOURCE__FAILOVER_SLOT": "false",
         "WALCAST__DAEMON__KAFKA_ERROR_AFTER": "2.5",
         "WALCAST__DAEMON__METRICS_HOST": "0.0.0.0",
     }
@@ -220,7 +223,8 @@ def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None
     assert config.spill_dir == "/tmp/spill"
     assert (config.exactly_once, config.offsets_topic) == (True, "my.offsets")
     assert config.snapshot_topic == "my.snapshots"
-    assert (config.degraded_after, config.kafka_error_after) == (3.0, 2.5)
+    assert (config.unhealthy_after, config.kafka_error_after) == (3.0, 2.5)
+    assert (config.receive_timeout, config.failover_slot) == (45.0, False)
     assert config.metrics_host == "0.0.0.0"
     flags = {"source": {"snapshot": "never"}, "kafka": {"exactly_once": False}}
     config = load(write(tmp_path, GOOD), flags, env)
@@ -241,7 +245,11 @@ def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None
         ("[kafka]", 'offsets_topic = ""', "kafka.offsets_topic"),
         ("[kafka]", 'offsets_topic = "a b"', "kafka.offsets_topic"),
         ("[daemon]", 'snapshot_topic = ".."', "daemon.snapshot_topic"),
+        ("[daemon]", "unhealthy_after = 0", "daemon.unhealthy_after"),
         ("[daemon]", "degraded_after = 0", "daemon.degraded_after"),
+        ("[source]", "receive_timeout = 0.5", "source.receive_timeout"),
+        ("[source]", 'receive_timeout = "soon"', "source.receive_timeout"),
+        ("[source]", 'failover_slot = "maybe"', "source.failover_slot"),
         ("[daemon]", "kafka_error_after = -1", "daemon.kafka_error_after"),
         ("[daemon]", "metrics_host = [1]", "daemon.metrics_host"),
         ("[[outputs]]", '[outputs.settings]\n"canal.nope" = "1"', "outputs[2].settings"),
@@ -272,7 +280,7 @@ def test_print_config_loads_back_and_redacts_secrets(tmp_path: Path) -> None:
         'bootstrap_servers = "broker:9092"\nsasl_mechanism = "PLAIN"\nsasl_username = "u"\n'
         f'sasl_password_file = "{secret_file}"\nexactly_once = true',
     )
-    env = {"WALCAST__DAEMON__DEGRADED_AFTER": "7", "PGPW": "pg-S3cret"}
+    env = {"WALCAST__DAEMON__UNHEALTHY_AFTER": "7", "PGPW": "pg-S3cret"}
     config = load(
         write(
             tmp_path, text.replace('slot = "walcast"', 'slot = "walcast"\npassword_env = "PGPW"')
@@ -284,7 +292,7 @@ def test_print_config_loads_back_and_redacts_secrets(tmp_path: Path) -> None:
     assert "kafka-S3cret" not in shown
     assert "pg-S3cret" not in shown
     assert 'password_env = "PGPW"' in shown
-    assert "degraded_after = 7.0" in shown
+    assert "unhealthy_after = 7.0" in shown
     assert '"ibm.column_delimiter" = ";"' in shown
     again_path = tmp_path / "again.toml"
     again_path.write_text(shown)
@@ -293,8 +301,10 @@ def test_print_config_loads_back_and_redacts_secrets(tmp_path: Path) -> None:
     assert again.full_dsn() == config.full_dsn()
     assert again.producer_settings() == config.producer_settings()
 
-    with_password = load(
-        write(tmp_path, GOOD.replace("user=cdc", "user=cdc password='pg S3cret'")), NO_CLI, {}
+    with_password = load(  # from the environment: a password in the file is refused
+        write(tmp_path, GOOD),
+        NO_CLI,
+        {"WALCAST__SOURCE__DSN": "host=db dbname=app user=cdc password='pg S3cret'"},
     )
     shown = render_toml(with_password)
     assert "S3cret" not in shown
@@ -323,3 +333,145 @@ def test_run_print_config_through_the_cli(tmp_path: Path) -> None:
     done = walcast("run", "--print-config", "--slot", "s", env={"WALCAST_DSN": ""}, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip() == "walcast: error: source.dsn: required setting is missing"
+
+
+# -- passwords in source.dsn (issue 22.5) ----------------------------------------------------
+
+PLACES = ("$PGPASSWORD", "~/.pgpass", "source.password_env", "source.password_file")
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "host=db dbname=app user=cdc password=F1le-S3cret",
+        "host=db dbname=app user=cdc password='F1le S3cret'",
+        "postgresql://cdc:F1le-S3cret@db/app",
+        "postgresql://cdc@db/app?password=F1le-S3cret",
+        "host=db user=cdc password=F1le S3cret unparseable",  # libpq cannot parse it
+    ],
+)
+def test_a_password_in_the_files_dsn_is_refused(tmp_path: Path, dsn: str) -> None:
+    text = GOOD.replace('dsn = "host=db dbname=app user=cdc"', f'dsn = """{dsn}"""')
+    assert text != GOOD
+    path = write(tmp_path, text)
+    for flags, env in (
+        (NO_CLI, {}),
+        # Overridden or not, the file itself must not hold it.
+        ({"source": {"dsn": "host=db user=cdc"}}, {}),
+        (NO_CLI, {"WALCAST__SOURCE__DSN": "host=db user=cdc"}),
+    ):
+        with pytest.raises(ConfigError) as info:
+            load(path, flags, env)
+        line = info.value.one_line()
+        assert line.startswith("source.dsn: "), line
+        assert all(place in line for place in PLACES), line
+        assert "S3cret" not in line
+        assert info.value.exit_code == 2
+
+
+def test_a_password_in_the_dsn_from_the_environment_or_a_flag_is_accepted(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD)
+    dsn = "host=db dbname=app user=cdc password=Env-S3cret"
+    assert "password=Env-S3cret" in load(path, NO_CLI, {"WALCAST__SOURCE__DSN": dsn}).dsn
+    assert "password=Env-S3cret" in load(path, {"source": {"dsn": dsn}}, {}).dsn
+    # A file without a password in source.dsn (sslpassword is a key's passphrase) loads.
+    ssl = GOOD.replace('user=cdc"', 'user=cdc sslpassword=k3y"')
+    assert "sslpassword" in load(write(tmp_path, ssl), NO_CLI, {}).dsn
+
+
+# -- the new settings: receive_timeout, failover_slot, unhealthy_after ------------------------
+
+
+def _with(section: str, line: str) -> str:
+    return GOOD.replace(f"[{section}]\n", f"[{section}]\n{line}\n", 1)
+
+
+def test_receive_timeout_from_file_environment_and_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, _with("source", "receive_timeout = 30"))
+    assert load(path, NO_CLI, {}).receive_timeout == 30.0
+    env = {"WALCAST__SOURCE__RECEIVE_TIMEOUT": "40.5"}
+    assert load(path, NO_CLI, env).receive_timeout == 40.5
+    assert load(path, {"source": {"receive_timeout": 50.0}}, env).receive_timeout == 50.0
+    with pytest.raises(ConfigError, match=r"^source\.receive_timeout: 0\.2 must be at least 1$"):
+        load(path, {"source": {"receive_timeout": 0.2}}, {})
+
+
+@pytest.mark.parametrize(
+    ("file_line", "env", "flag", "expected"),
+    [
+        (None, None, None, None),
+        ("failover_slot = true", None, None, True),
+        ("failover_slot = false", None, None, False),
+        ("failover_slot = true", "false", None, False),
+        ("failover_slot = true", "auto", None, None),
+        ("failover_slot = false", "AUTO", None, None),
+        (None, "yes", None, True),
+        ("failover_slot = true", None, False, False),
+        (None, "auto", True, True),
+    ],
+)
+def test_failover_slot_is_true_false_or_auto(
+    tmp_path: Path, file_line: str | None, env: str | None, flag: bool | None, expected: bool | None
+) -> None:
+    path = write(tmp_path, _with("source", file_line) if file_line else GOOD)
+    environ = {"WALCAST__SOURCE__FAILOVER_SLOT": env} if env is not None else {}
+    config = load(path, {"source": {"failover_slot": flag}}, environ)
+    assert config.failover_slot is expected
+
+
+def test_failover_slot_auto_is_not_set_in_print_config(tmp_path: Path) -> None:
+    from capture.daemon.config import render_toml  # noqa: PLC0415
+
+    config = load(write(tmp_path, GOOD), NO_CLI, {"WALCAST__SOURCE__FAILOVER_SLOT": "auto"})
+    shown = render_toml(config)
+    assert "# failover_slot =   (not set)" in shown
+    again = tmp_path / "again.toml"
+    again.write_text(render_toml(load(write(tmp_path, _with("source", "failover_slot = false")),
+                                      NO_CLI, {})))  # fmt: skip
+    assert "\nfailover_slot = false\n" in again.read_text()
+    assert load(str(again), NO_CLI, {}).failover_slot is False
+    with pytest.raises(
+        ConfigError, match=r"^WALCAST__SOURCE__FAILOVER_SLOT|^source\.failover_slot"
+    ):
+        load(write(tmp_path, GOOD), NO_CLI, {"WALCAST__SOURCE__FAILOVER_SLOT": "perhaps"})
+
+
+def test_degraded_after_is_a_deprecated_name_of_unhealthy_after(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs  # noqa: PLC0415
+
+    from capture.daemon.config import render_toml  # noqa: PLC0415
+
+    old_file = write(tmp_path, _with("daemon", "degraded_after = 12"))
+    with capture_logs() as events:
+        config = load(old_file, NO_CLI, {})
+    assert config.unhealthy_after == 12.0
+    assert config.degraded_after == 12.0  # the old attribute, for code not yet moved
+    (event,) = events
+    assert event["event"] == "setting_deprecated"
+    assert event["log_level"] == "warning"
+    assert (event["setting"], event["replaced_by"]) == (
+        "daemon.degraded_after",
+        "daemon.unhealthy_after",
+    )
+    assert "ignored" not in event
+    shown = render_toml(config)
+    assert "unhealthy_after = 12.0" in shown
+    assert "degraded_after" not in shown
+
+    with capture_logs() as events:  # from the environment too
+        config = load(write(tmp_path, GOOD), NO_CLI, {"WALCAST__DAEMON__DEGRADED_AFTER": "8"})
+    assert config.unhealthy_after == 8.0
+    assert [e["setting"] for e in events] == ["daemon.degraded_after"]
+
+    with capture_logs() as events:  # the new name wins, and the old one is said to be ignored
+        config = load(
+            write(tmp_path, _with("daemon", "degraded_after = 12\nunhealthy_after = 5")), NO_CLI, {}
+        )
+    assert config.unhealthy_after == 5.0
+    (event,) = events
+    assert event["ignored"] is True
+    assert "ignored" in event["detail"]
+
+    with capture_logs() as events:  # the new name alone: no warning
+        assert load(write(tmp_path, _with("daemon", "unhealthy_after = 5")), NO_CLI, {})
+    assert events == []

@@ -500,7 +500,7 @@ def _relation_cache(unit: Unit, types: TypeRegistry | None = None) -> RelationCa
 
     def elements(array_oid: int) -> tuple[int, str, str] | None:
         """The recorded element type of an array a Type message named, else a fake one."""
-        namespace, name = named.get(array_oid, ("", ""))
+        _, name = named.get(array_oid, ("", ""))
         element = by_name.get(name[1:]) if name.startswith("_") else None
         if element is not None:
             return element[0], element[1], name[1:]

@@ -36,6 +36,7 @@ MARK = "S3CR3T"
 PASSWORD = f"Wk7{MARK}m4rk"
 SPACED = f"Wk7{MARK} m4rk{MARK}"
 """A password with a space: libpq cannot parse it unquoted, and quotes its second word."""
+PASSWORD_WARNING = "walcast: warning: --dsn holds a password"
 
 
 # -- helpers
@@ -65,6 +66,8 @@ class Run:
         assert "Traceback" not in self.output, self.output
         assert MARK not in self.output, self.output
         lines = [line for line in done.stderr.splitlines() if line.strip()]
+        # A password in --dsn gets one warning line (issue 22.5); it never shows the password.
+        lines = [line for line in lines if not line.startswith(PASSWORD_WARNING)]
         errors = [line for line in lines if line.startswith("walcast: error: ")]
         assert len(errors) == 1, done.stderr
         others = [line for line in lines if line not in errors]
@@ -395,6 +398,40 @@ def test_a_sql_ascii_database_streams_utf8_and_stops_at_the_first_invalid_text(
         conn.execute("INSERT INTO t VALUES (2, convert_from('\\xff'::bytea, 'SQL_ASCII'))")
     bad = tail(sql_ascii_dsn, "s")
     bad.error_line('invalid byte sequence for encoding "UTF8": 0xff', "SQLSTATE 22021")
+
+
+def test_an_invalidated_slot_names_the_reason_and_the_fix(
+    locked: dict[str, str], slot_name: str, kafka_bootstrap: str
+) -> None:
+    superuser = locked["superuser"]
+    with psycopg.connect(superuser, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'")
+        conn.execute("SELECT pg_reload_conf()")
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot_name,))
+        try:
+            for _ in range(6):  # more WAL than the slot may keep: the server invalidates it
+                conn.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM "
+                             "generate_series(1000, 20000) g ON CONFLICT DO NOTHING")  # fmt: skip
+                conn.execute("DELETE FROM t WHERE id >= 1000")
+                conn.execute("SELECT pg_switch_wal()")
+                conn.execute("CHECKPOINT")
+            lost = conn.execute(
+                "SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot_name,)
+            ).fetchone()
+        finally:
+            conn.execute("ALTER SYSTEM RESET max_slot_wal_keep_size")
+            conn.execute("SELECT pg_reload_conf()")
+    assert lost == ("lost",)
+    for front_door in (tail(superuser, slot_name), run(superuser, slot_name, kafka_bootstrap)):
+        line = front_door.error_line(
+            f"replication slot {slot_name!r} was invalidated by the server",
+            "max_slot_wal_keep_size",
+            "can no longer be streamed",
+            json_logs=True,
+        )
+        assert f"walcast slot drop --slot {slot_name} --yes" in line
+        assert "--snapshot initial" in line
+        assert front_door.done.returncode == 3
 
 
 # -- set-up refusals (item 10)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -50,10 +54,23 @@ def tail(dsn: str, slot: str, pub: str, *extra: str) -> subprocess.CompletedProc
     )
 
 
+def without_password_warning(
+    done: subprocess.CompletedProcess[str],
+) -> subprocess.CompletedProcess[str]:
+    """``done`` less the one ``walcast: warning:`` line a password in ``--dsn`` gets."""
+    lines = done.stderr.splitlines(keepends=True)
+    warnings = [line for line in lines if line.startswith("walcast: warning: --dsn holds a")]
+    assert len(warnings) == 1, done.stderr
+    rest = "".join(line for line in lines if line not in warnings)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, rest)
+
+
 def test_unreachable_server(names) -> None:
     slot, pub = names
     done = tail("host=127.0.0.1 port=1 dbname=x user=y password=hunter2", slot, pub)
-    line = assert_one_line_error(done, "cannot connect to PostgreSQL", "port=1", "--dsn")
+    line = assert_one_line_error(
+        without_password_warning(done), "cannot connect to PostgreSQL", "port=1", "--dsn"
+    )
     assert "hunter2" not in done.stderr + done.stdout
     assert line
 
@@ -61,7 +78,7 @@ def test_unreachable_server(names) -> None:
 def test_malformed_dsn(names) -> None:
     slot, pub = names
     done = tail("host=x this is not a dsn password=hunter2", slot, pub)
-    assert_one_line_error(done, "--dsn")
+    assert_one_line_error(without_password_warning(done), "--dsn")
     assert "hunter2" not in done.stderr
 
 
@@ -166,3 +183,220 @@ def test_wal_level_replica(replica_level_dsn: str, names) -> None:
         done, "wal_level is 'replica'", "logical replication needs wal_level=logical",
         "ALTER SYSTEM SET wal_level = logical",
     )  # fmt: skip
+
+
+# -- passwords: never from the file, one warning from --dsn (issue 22.5) ------------------
+
+SECRET = "Pw22-S3cr3t"
+PLACES = ("$PGPASSWORD", "~/.pgpass")
+RUN_PLACES = (*PLACES, "source.password_env", "source.password_file")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("tail", "--slot", "s", "--publication", "p"),
+        ("status",),
+        ("slot", "drop", "--slot", "s"),
+        ("snapshot", "--table", "a.b"),
+    ],
+    ids=["tail", "status", "slot-drop", "snapshot"],
+)
+@pytest.mark.parametrize(
+    "password", [f"password={SECRET}", f"password='{SECRET} x'"], ids=["plain", "quoted"]
+)
+def test_a_password_in_the_dsn_flag_gets_one_warning(
+    command: tuple[str, ...], password: str
+) -> None:
+    dsn = f"host=127.0.0.1 port=1 dbname=x user=y {password}"
+    done = sc.walcast(*command, "--dsn", dsn, timeout=60)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    warnings = [line for line in lines if line.startswith("walcast: warning: ")]
+    assert len(warnings) == 1, done.stderr
+    assert "--dsn holds a password" in warnings[0]
+    assert "visible to every user of this machine (ps)" in warnings[0]
+    assert all(place in warnings[0] for place in PLACES), warnings[0]
+    assert lines[0] == warnings[0]  # said before anything else happens
+    assert_one_line_error(without_password_warning(done), "cannot connect to PostgreSQL")
+    assert SECRET.split("-")[1] not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("tail", "--slot", "s", "--publication", "p"), ("status",), ("snapshot", "--table", "a.b")],
+    ids=["tail", "status", "snapshot"],
+)
+def test_a_password_in_walcast_dsn_is_taken_silently(command: tuple[str, ...]) -> None:
+    dsn = f"host=127.0.0.1 port=1 dbname=x user=y password={SECRET}"
+    done = sc.walcast(*command, env={"WALCAST_DSN": dsn}, timeout=60)
+    assert "warning" not in done.stderr
+    assert_one_line_error(done, "cannot connect to PostgreSQL")
+    assert SECRET not in done.stdout + done.stderr
+
+
+def _events(stderr: str) -> list[dict]:
+    return [json.loads(line) for line in stderr.splitlines() if line.strip()]
+
+
+def test_run_warns_of_a_password_in_the_dsn_flag_only(tmp_path: Path) -> None:
+    flags = ("--slot", "s", "--publication", "p", "--bootstrap-servers", "b:9092",
+             "--format", "json", "--print-config")  # fmt: skip
+    dsn = f"host=db user=cdc password={SECRET}"
+    done = sc.walcast("run", "--dsn", dsn, *flags, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (event,) = _events(done.stderr)
+    assert (event["event"], event["level"]) == ("password_in_command_line", "warning")
+    assert all(place in event["detail"] for place in RUN_PLACES), event
+    assert "(ps)" in event["detail"]
+    assert SECRET not in done.stdout + done.stderr
+    for env in ({"WALCAST_DSN": dsn}, {"WALCAST__SOURCE__DSN": dsn}):
+        quiet = sc.walcast("run", *flags, env=env, timeout=60)
+        assert quiet.returncode == 0, quiet.stderr
+        assert quiet.stderr == ""
+        assert "password=********" in quiet.stdout
+        assert SECRET not in quiet.stdout
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [f"host=db user=cdc password={SECRET}", f"postgresql://cdc:{SECRET}@db/app"],
+    ids=["keyword", "uri"],
+)
+def test_run_refuses_a_password_in_the_files_dsn(tmp_path: Path, dsn: str) -> None:
+    config = tmp_path / "walcast.toml"
+    config.write_text(
+        f'[source]\ndsn = "{dsn}"\nslot = "s"\npublications = ["p"]\n'
+        '[kafka]\nbootstrap_servers = "b:9092"\n[[outputs]]\nformat = "json"\n'
+    )
+    done = sc.walcast("run", "--config", str(config), timeout=60)
+    line = assert_one_line_error(done, "source.dsn: ", "holds a password", *RUN_PLACES)
+    assert done.returncode == 2
+    assert SECRET not in done.stdout + done.stderr
+    assert line
+
+
+def test_deprecated_degraded_after_and_the_new_flags_through_the_cli() -> None:
+    done = sc.walcast(
+        "run", "--slot", "s", "--publication", "p", "--bootstrap-servers", "b:9092",
+        "--format", "json", "--print-config", "--no-failover-slot", "--receive-timeout", "45",
+        env={"WALCAST_DSN": "host=db user=cdc", "WALCAST__DAEMON__DEGRADED_AFTER": "7"},
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "\nfailover_slot = false\n" in done.stdout
+    assert "\nreceive_timeout = 45.0\n" in done.stdout
+    assert "\nunhealthy_after = 7.0\n" in done.stdout
+    (event,) = _events(done.stderr)
+    assert event["event"] == "setting_deprecated"
+    assert (event["setting"], event["replaced_by"]) == (
+        "daemon.degraded_after",
+        "daemon.unhealthy_after",
+    )
+    bad = sc.walcast(
+        "run", "--slot", "s", "--publication", "p", "--bootstrap-servers", "b:9092",
+        "--format", "json", "--receive-timeout", "0.5", env={"WALCAST_DSN": "host=db"},
+        timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "walcast: error: source.receive_timeout: 0.5 must be at least 1"
+
+
+class _AuthServer:
+    """A PostgreSQL that refuses every login: a wrong password, or none given.
+
+    Just the start of the wire protocol: SSL/GSS requests are refused, the startup message is
+    answered with an ErrorResponse (28P01, as PostgreSQL words it) or a cleartext password
+    request, which libpq without a password ends with ``fe_sendauth: no password supplied``.
+    """
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        conn.settimeout(10)
+        try:
+            while True:
+                size = struct.unpack("!i", _read(conn, 4))[0]
+                body = _read(conn, size - 4)
+                if struct.unpack("!i", body[:4])[0] in (80877103, 80877104):  # SSL, GSS
+                    conn.sendall(b"N")
+                    continue
+                break
+            if self.mode == "wrong":
+                fields = b"".join(
+                    code + text.encode() + b"\0"
+                    for code, text in (
+                        (b"S", "FATAL"), (b"V", "FATAL"), (b"C", "28P01"),
+                        (b"M", 'password authentication failed for user "wc_user"'),
+                    )
+                ) + b"\0"  # fmt: skip
+                conn.sendall(b"E" + struct.pack("!i", len(fields) + 4) + fields)
+            else:
+                conn.sendall(b"R" + struct.pack("!ii", 8, 3))  # cleartext password, please
+            conn.recv(1024)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def _read(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise OSError("closed")
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize(
+    ("mode", "needle"),
+    [
+        ("wrong", "the server refused the password of role 'wc_user'"),
+        ("missing", "the server wants a password for role 'wc_user' and none was given"),
+    ],
+)
+@pytest.mark.parametrize("command", ["tail", "run"])
+def test_failed_login_hints_never_suggest_the_dsn_flag(
+    mode: str, needle: str, command: str
+) -> None:
+    server = _AuthServer(mode)
+    try:
+        dsn = f"host=127.0.0.1 port={server.port} dbname=x user=wc_user sslmode=disable"
+        env = {"PGPASSWORD": "", "PGPASSFILE": "/nonexistent", "WALCAST_DSN": dsn}
+        if command == "tail":
+            done = sc.walcast("tail", "--slot", "s", "--publication", "p", env=env, timeout=60)
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+        else:
+            done = sc.walcast(
+                "run", "--slot", "s", "--publication", "p", "--bootstrap-servers",
+                "127.0.0.1:1", "--format", "json", "--metrics-port", "0", env=env, timeout=90,
+            )  # fmt: skip
+            lines = [line for line in done.stderr.splitlines() if not line.startswith("{")]
+        assert done.returncode == 3, done.stderr
+        assert len(lines) == 1, done.stderr
+        line = lines[0]
+        assert line.startswith("walcast: error: " + needle), line
+        assert "$PGPASSWORD" in line
+        assert "~/.pgpass" in line
+        assert "--dsn" not in line.partition("(hint:")[2], line
+        assert "password=" not in line
+    finally:
+        server.close()
