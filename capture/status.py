@@ -3,7 +3,10 @@
 Per slot (``--slot S``, repeatable; default: every logical slot of the DSN's database):
 output plugin, the walsender streaming from it (pid) and when its consumer last replied, the
 confirmed flush LSN, the lag in bytes (current WAL position minus confirmed flush) and in
-time, the WAL the slot retains, and the risk that ``max_slot_wal_keep_size`` invalidates it.
+time, the WAL the slot retains, the risk that ``max_slot_wal_keep_size`` invalidates it, and
+whether it survives a failover to a standby (:func:`failover_readiness`: a failover slot of
+PostgreSQL 17+ with ``synchronized_standby_slots`` naming a streaming standby; on a standby,
+a synchronized copy; before 17, never).
 
 Lag in time comes from the consumer's last standby status update, as
 ``pg_stat_replication`` measures it (``replay_lag``, else ``flush_lag``, else
@@ -150,11 +153,20 @@ def gather(
         )
     keep = catalog.max_slot_wal_keep_size(conn)
     database = conn.execute("SELECT current_database()").fetchone()
+    standbys = [
+        name.strip().strip('"')
+        for name in (catalog.setting(conn, "synchronized_standby_slots") or "").split(",")
+        if name.strip()
+    ]
+    guards = {name: bool(named and named[0].active) for name in standbys
+              for named in [slots.slot_status(conn, name)]}  # fmt: skip
+    version = conn.info.server_version
     return {
         "database": str(database[0]) if database else None,
-        "server_version": conn.info.server_version,
+        "server_version": version,
         "max_slot_wal_keep_size": keep,
-        "slots": [_slot(s, keep) for s in found],
+        "synchronized_standby_slots": standbys,
+        "slots": [_slot(s, keep, failover_readiness(s, version, guards)) for s in found],
         "publications": [
             {
                 "publication": p.name,
@@ -213,7 +225,57 @@ def wal_risk(slot: SlotStatus, keep: int | None) -> tuple[str, str]:
     return "ok", f"{left} before max_slot_wal_keep_size ({human_bytes(keep)}) invalidates it"
 
 
-def _slot(slot: SlotStatus, keep: int | None) -> dict[str, Any]:
+def failover_readiness(
+    slot: SlotStatus, server_version: int, guards: dict[str, bool]
+) -> tuple[str, str]:
+    """``(level, one line)``: does the slot survive a failover to a standby.
+
+    ``guards`` are the physical slots ``synchronized_standby_slots`` names (on a primary),
+    each with whether a standby streams from it. Levels: ``ready``, ``at-risk`` (a failover
+    slot whose standby is not guaranteed to have what walcast received), ``not-ready`` (not
+    a failover slot), ``synced``/``not-synced`` (on a standby), ``unsupported`` (before 17).
+    """
+    if slot.slot_type != "logical":
+        return "-", "a physical slot"
+    if server_version < 170000:
+        return "unsupported", (
+            "PostgreSQL before 17 keeps no copy of a logical slot on standbys: a failover "
+            "loses it (after a promotion: walcast run --create-slot on the new primary, which "
+            "loads the tables again)"
+        )
+    if slot.in_recovery:
+        if slot.synced:
+            return "synced", (
+                "a synchronized copy of the primary's failover slot: walcast streams on from "
+                "it once this standby is promoted"
+            )
+        return "not-synced", (
+            "not a synchronized copy (sync_replication_slots = on and the primary's slot a "
+            "failover slot are needed)"
+        )
+    if not slot.failover:
+        return "not-ready", (
+            "not a failover slot: a failover loses it (create it with walcast run --create-slot, "
+            "or ALTER_REPLICATION_SLOT ... (FAILOVER true))"
+        )
+    if not guards:
+        return "at-risk", (
+            "a failover slot, but synchronized_standby_slots names no standby: walcast may "
+            "receive changes a promoted standby never had"
+        )
+    down = sorted(name for name, active in guards.items() if not active)
+    if down:
+        return "at-risk", (
+            f"a failover slot; synchronized_standby_slots names {', '.join(down)}, which no "
+            "standby streams from now (walcast waits for it)"
+        )
+    return "ready", (
+        f"a failover slot; standby slot(s) {', '.join(sorted(guards))} confirm every change "
+        "before walcast receives it"
+    )
+
+
+def _slot(slot: SlotStatus, keep: int | None, failover: tuple[str, str]) -> dict[str, Any]:
     seconds, source = lag_seconds(slot)
     level, detail = wal_risk(slot, keep)
     return {
@@ -237,6 +299,10 @@ def _slot(slot: SlotStatus, keep: int | None) -> dict[str, Any]:
         "safe_wal_size": slot.safe_wal_size,
         "wal_risk": level,
         "wal_risk_detail": detail,
+        "failover": slot.failover,
+        "synced": slot.synced,
+        "failover_readiness": failover[0],
+        "failover_detail": failover[1],
     }
 
 
@@ -305,6 +371,7 @@ def render(report: dict[str, Any]) -> str:
             ("lag", f"{human_bytes(s['lag_bytes'])} behind {s['current_lsn']}; {lag_time}"),
             ("WAL retained", human_bytes(s["wal_retained_bytes"])),
             ("WAL risk", f"{s['wal_risk']}: {s['wal_risk_detail']}"),
+            ("failover", f"{s['failover_readiness']}: {s['failover_detail']}"),
         ]
         lines += [f"  {name:<16}{value}" for name, value in rows]
         lines.append("")

@@ -335,6 +335,12 @@ def refused_writes(
 # -- settings ------------------------------------------------------------------------------
 
 
+def setting(conn: psycopg.Connection[Any], name: str) -> str | None:
+    """A server setting's value (``current_setting``), or None where the server has none."""
+    row = conn.execute("SELECT current_setting(%s, true)", (name,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
 def max_slot_wal_keep_size(conn: psycopg.Connection[Any]) -> int | None:
     """``max_slot_wal_keep_size`` in bytes; None when unlimited (-1) or before PostgreSQL 13."""
     row = conn.execute(

@@ -97,7 +97,9 @@ class LoadHooks:
     """Points of a chunk's read where a test acts (see the module docstring); no-ops here.
 
     Called in the reader thread, each time the chunk is read (a chunk read again after a
-    race passes them again). An exception fails the chunk's read like a read error.
+    race passes them again). An exception fails the read like a read error, which the
+    source learns at the chunk's watermark: one from :meth:`before_watermark` (like a
+    failure to write the watermark) is never seen, and the chunk stays in flight.
     """
 
     def before_watermark(self, chunk: Chunk) -> None:
@@ -120,7 +122,10 @@ class ChunkRead:
 
     ``results`` carries, in order: ``("snapshot", ReadSnapshot, count | None)``, then
     ``("rows", [row, …])`` batches, then ``("end", rows)``; or ``("error", exception)`` at
-    any point.
+    any point. The coordinator reads ``results`` only once the stream reached the chunk's
+    watermark; a read that failed before writing it (no connection, the emit refused) has no
+    watermark to wait for, so it also sets ``failed_early``, which the coordinator checks
+    on every poll (a load never stalls silently).
     """
 
     chunk: Chunk
@@ -128,6 +133,10 @@ class ChunkRead:
     """The watermark's identity (run id and chunk sequence), as written in its content."""
     results: queue.Queue[tuple[Any, ...]]
     cancelled: threading.Event
+    watermarked: bool = False
+    """The watermark was written (the stream will bring it)."""
+    failed_early: BaseException | None = None
+    """The read failed before its watermark was written."""
 
 
 class ReaderPool:
@@ -167,6 +176,8 @@ class ReaderPool:
                         conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=10)
                     self._read(conn, job)
                 except Exception as exc:  # noqa: BLE001 - handed to the coordinator
+                    if not job.watermarked:
+                        job.failed_early = exc
                     _put(job, ("error", exc))
                     if conn is not None:
                         conn.close()
@@ -180,6 +191,7 @@ class ReaderPool:
         content = orjson.dumps({"marker": job.marker})
         hooks.before_watermark(job.chunk)
         conn.execute("SELECT pg_logical_emit_message(false, %s, %s)", (WATERMARK_PREFIX, content))
+        job.watermarked = True
         hooks.after_watermark(job.chunk)
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         try:

@@ -172,7 +172,7 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
             RelationCache(types=inner.relations.types, key_resolver=inner.relations.key_resolver),
             publications=self.publications,
             loading=self._assigner.load_of,
-            # late-bound: ``stop`` is set after construction (runner, tail)
+            # late-bound: runner and tail set ``stop`` after construction
             keep_alive=lambda: self.inner.keep_alive(),  # noqa: PLW0108
             stop=lambda: self.stop(),  # noqa: PLW0108
         )
@@ -218,6 +218,7 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
         """The stream's items, with loaded chunks inserted at their watermarks."""
         assigner, splice = self._assigner, self._splice
         assigner.count_delivered()
+        self._failed_early()
         self._dispatch()
         for received in self.inner.poll(timeout):
             item: StreamItem | Checkpoint | None = received
@@ -253,6 +254,14 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
             if planned is None:
                 return
             self._submit(*planned)
+
+    def _failed_early(self) -> None:
+        """Reads that failed before their watermark: no watermark will bring their error."""
+        for marker, (read, load) in list(self._in_flight.items()):
+            if read.failed_early is not None:
+                del self._in_flight[marker]
+                drain(read, self.inner.keep_alive)
+                self._assigner.read_failed(load, read.chunk, read.failed_early)
 
     def _submit(self, chunk: Chunk, load: TableLoad) -> None:
         assert self._pool is not None

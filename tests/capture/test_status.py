@@ -16,7 +16,7 @@ import pytest
 
 from capture.replication.catalog import PublishedTable
 from capture.replication.slots import SlotStatus
-from capture.status import human_bytes, table_note, wal_risk
+from capture.status import failover_readiness, human_bytes, table_note, wal_risk
 from tests.support.scenario import walcast
 
 SECRET = "St4tus-S3cret"
@@ -254,3 +254,27 @@ def test_table_notes() -> None:
     assert "REPLICA IDENTITY NOTHING" in str(
         table_note(replace(keyless, replica_identity="nothing", primary_key=("id",)), ("update",))
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "version", "guards", "level"),
+    [
+        ({}, 160000, {}, "unsupported"),
+        ({"failover": False}, 170000, {"sb": True}, "not-ready"),
+        ({"failover": True}, 170000, {}, "at-risk"),
+        ({"failover": True}, 170000, {"sb": False}, "at-risk"),
+        ({"failover": True}, 180000, {"sb": True}, "ready"),
+        ({"in_recovery": True, "synced": True}, 170000, {}, "synced"),
+        ({"in_recovery": True, "synced": False}, 170000, {}, "not-synced"),
+        ({"slot_type": "physical", "plugin": None}, 170000, {}, "-"),
+    ],
+)
+def test_failover_readiness(change: dict, version: int, guards: dict, level: str) -> None:
+    found, detail = failover_readiness(replace(SLOT, **change), version, guards)
+    assert found == level
+    assert detail
+    assert "\n" not in detail
+    if level == "unsupported":
+        assert "--create-slot" in detail  # what a user on 13-16 does after a promotion
+    if level == "ready":
+        assert "sb" in detail
