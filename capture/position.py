@@ -118,6 +118,8 @@ class PositionLedger:
         """Seconds from begin to full delivery of each unit passed since the caller last
         cleared the list (checkpoints excluded)."""
         self._hold = hold
+        self.highest_commit_lsn = 0
+        """The highest commit LSN of a unit begun (its messages may be in Kafka)."""
 
     def set_hold(self, hold: Callable[[int], int] | None) -> None:
         """Cap acknowledgements with the source's ``hold(lsn)`` (pending prepares)."""
@@ -128,6 +130,7 @@ class PositionLedger:
     def begin(self, commit_lsn: int, now: float = 0.0, commit_ts: int = 0) -> TxnPosition:
         """Start a unit; the sink counts its messages on the returned position."""
         unit = TxnPosition(commit_lsn=commit_lsn, started_at=now, commit_ts=commit_ts)
+        self.highest_commit_lsn = max(self.highest_commit_lsn, commit_lsn)
         self._queue.append(unit)
         self.current = unit
         return unit

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from capture.consistency import explain
 from capture.errors import WalcastError
@@ -38,73 +37,29 @@ from capture.events import (
     TransactionCommit,
 )
 from capture.formats import format_class
+from capture.interfaces import Output, Sink, Source, SourceWrapper, StopRequested
 from capture.position import Checkpoint, DeliveryFailedError, PositionLedger
-from capture.sinks import StopRequested
 from capture.split import split_key_update
 
 if TYPE_CHECKING:
     from capture.events import Table
-    from capture.formats.base import Encoder
-    from capture.sinks import Sink
-    from capture.sinks.topics import TopicNamer
+
+__all__ = [
+    "COMMIT_WAIT",
+    "HEARTBEAT_PREFIX",
+    "Output",
+    "Pump",
+    "Sink",
+    "Source",
+    "SourceWrapper",
+    "StopRequested",
+    "needs_transaction_sizes",
+]
 
 HEARTBEAT_PREFIX: Final = "walcast.heartbeat"
 """Prefix of walcast's own heartbeat logical messages: they advance the slot, nothing more."""
 COMMIT_WAIT: Final = 2.0
 """With ``max_changes``: after the last wanted change, how long to wait for its commit."""
-
-
-class Source(Protocol):
-    """Where committed changes come from (a replication slot, a synthetic generator)."""
-
-    def poll(self, timeout: float) -> Iterable[StreamItem | Checkpoint]:
-        """The items ready now, in stream order, yielded lazily; waits up to ``timeout``."""
-
-    def acknowledge(self, lsn: int) -> None:
-        """Everything before ``lsn`` was delivered (the ledger decided it)."""
-
-    def hold(self, lsn: int) -> int:
-        """The highest position at most ``lsn`` the source may confirm (pending prepares)."""
-
-    def keep_alive(self) -> None:
-        """Called during long waits: keep the connection alive (status updates)."""
-
-    @property
-    def finished(self) -> bool:
-        """A finite source has yielded everything."""
-
-    def close(self) -> None:
-        """Send the last acknowledgement and disconnect."""
-
-
-InnerT = TypeVar("InnerT", bound=Source)
-
-
-class SourceWrapper(Generic[InnerT]):
-    """A source that changes what ``inner`` yields; positions and the connection stay its.
-
-    Acknowledgements, holds, keep-alives and ``close`` go to ``inner`` unchanged, so the
-    wrapped source remains the only one that talks to the server about positions.
-    """
-
-    def __init__(self, inner: InnerT) -> None:
-        self.inner = inner
-
-    def acknowledge(self, lsn: int) -> None:
-        """Forward to the wrapped source."""
-        self.inner.acknowledge(lsn)
-
-    def hold(self, lsn: int) -> int:
-        """Forward to the wrapped source."""
-        return self.inner.hold(lsn)
-
-    def keep_alive(self) -> None:
-        """Forward to the wrapped source."""
-        self.inner.keep_alive()
-
-    def close(self) -> None:
-        """Forward to the wrapped source."""
-        self.inner.close()
 
 
 @runtime_checkable
@@ -113,18 +68,6 @@ class _Finishing(Protocol):
 
     def after_acknowledge(self) -> None:
         """Record what the last acknowledgement covered."""
-
-
-@dataclass(slots=True)
-class Output:
-    """One output format: its encoder, and (for Kafka) how its topics are named."""
-
-    format: str
-    encoder: Encoder
-    namer: TopicNamer | None = None
-    messages: int = 0
-    """Messages sent since the counters were last read (kept off the hot path)."""
-    bytes: int = 0
 
 
 def needs_transaction_sizes(formats: Iterable[str]) -> bool:

@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from capture.events import LogicalMessageEvent, TransactionBegin, TransactionCommit
+from capture.interfaces import SourceWrapper
 from capture.lsn import format_lsn
 from capture.position import Checkpoint
-from capture.pump import SourceWrapper
 
 if TYPE_CHECKING:
     from capture.events import StreamItem
-    from capture.pump import Source
+    from capture.interfaces import Source
 
 log = structlog.get_logger("walcast.skip")
 

@@ -135,13 +135,31 @@ class ReplicationSource:
                 )
             if config.binary:  # refuse, before the slot exists, what binary cannot render
                 check_binary_columns(preflight.conn, config.publications)
-            preflight.ensure_slot(
+            slot = preflight.ensure_slot(
                 config.slot,
                 server,
                 create=config.create_slot,
                 two_phase=config.two_phase,
                 failover=failover,
             )
+            unprotected = (
+                preflight.unprotected_standby_slots()
+                if slot.failover and not server.in_recovery
+                else []
+            )
+            if unprotected:
+                log.warning(
+                    "failover_unprotected",
+                    slot=config.slot,
+                    standby_slots=unprotected,
+                    detail="synchronized_standby_slots does not name these physical slots: the "
+                    "walsender sends changes their standbys may not have received yet; after a "
+                    "failover to such a standby those changes are not in the new primary's "
+                    "history, yet they reached Kafka (a retried write then comes again under "
+                    "another position, and the new primary reuses their positions for other "
+                    f"changes); ALTER SYSTEM SET synchronized_standby_slots = "
+                    f"'{','.join(unprotected)}' and reload",
+                )
             receive_timeout = config.receive_timeout
             if receive_timeout is None:
                 sender_timeout = preflight.wal_sender_timeout()
@@ -189,6 +207,7 @@ class ReplicationSource:
         log.info(
             "stream_started",
             target=dsn_util.describe(config.dsn),
+            server=self.stream.server,
             slot=config.slot,
             publications=config.publications,
             proto_version=proto,

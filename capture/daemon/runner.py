@@ -51,6 +51,7 @@ from capture.lsn import format_lsn
 from capture.position import PositionLedger
 from capture.pump import HEARTBEAT_PREFIX, Output, Pump, Source, needs_transaction_sizes
 from capture.replication import catalog, slots
+from capture.replication.client import ReplicationStream
 from capture.replication.setup import connect
 from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
@@ -100,6 +101,10 @@ class Daemon:
         self._own_walsenders: dict[int, object] = {}
         """Process id → ``backend_start`` of the walsenders this daemon's sessions used."""
         self._warned_identity = False
+        self._timeline: int | None = None
+        """The timeline of the server the last session streamed from."""
+        self._highest_commit = 0
+        """The highest commit LSN whose messages this process produced (any session)."""
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
         self._load_mode: str | None = None
@@ -259,6 +264,7 @@ class Daemon:
                 hint="walcast resumes from the slot's confirmed position",
             ) from None
         self._remember_walsender(replication.stream.backend_pid)
+        self._check_timeline(replication.stream)
         source: ReplicationSource | LoadingSource = replication
         try:
             if settings is not None:
@@ -282,7 +288,9 @@ class Daemon:
                 # is ours, fence older producers, read what Kafka holds, skip its replay; a
                 # fresh ledger, as the last session's uncommitted units were aborted.
                 self.ledger = PositionLedger()
-                feed = SkipCommitted(source, sink.start_session(replication.keep_alive))
+                sink.timeline = replication.stream.timeline
+                last = sink.start_session(replication.keep_alive)
+                feed = SkipCommitted(source, self._skip_bound(replication.stream, last))
             pump = Pump(
                 feed, sink, outputs, self.ledger, split_key_updates=config.split_key_updates
             )
@@ -308,6 +316,80 @@ class Daemon:
             raise
         self.finished = source.finished
         self._shutdown(pump, source)
+
+    def _check_timeline(self, stream: ReplicationStream) -> None:
+        """Note a failover (a higher timeline), and whether Kafka got changes it lost.
+
+        After a promotion the new primary's history leaves the old timeline at a switch
+        point. Changes the old primary had sent past it (its standby never received them)
+        are in Kafka but not in the database, and the new primary reuses their positions
+        for other changes: a consumer dropping replays by position would drop those. Only
+        ``synchronized_standby_slots`` on the old primary prevents it.
+        """
+        self._highest_commit = max(self._highest_commit, self.ledger.highest_commit_lsn)
+        previous, self._timeline = self._timeline, stream.timeline
+        if previous is None or stream.timeline == previous:
+            return
+        end = stream.timeline_ends.get(previous)
+        # exactly-once: what Kafka committed is in the offsets record (see _skip_bound); the
+        # units begun here may have been aborted
+        at_least_once = not isinstance(self.sink, TransactionalKafkaSink)
+        if at_least_once and end is not None and self._highest_commit >= end:
+            log.error(
+                "failover_diverged",
+                slot=self.config.slot,
+                server=stream.server,
+                timeline=stream.timeline,
+                previous_timeline=previous,
+                switch_lsn=format_lsn(end),
+                published_up_to=format_lsn(self._highest_commit),
+                detail=f"walcast published changes committed on timeline {previous} between "
+                f"{format_lsn(end)} and {format_lsn(self._highest_commit)}, which the promoted "
+                f"server's history does not hold (its timeline {stream.timeline} starts at "
+                f"{format_lsn(end)}): they are in Kafka although the database lost them, and "
+                "new changes reuse their positions; set synchronized_standby_slots on the "
+                "primary to the standbys' physical slots",
+            )
+            return
+        log.warning(
+            "timeline_changed",
+            slot=self.config.slot,
+            server=stream.server,
+            timeline=stream.timeline,
+            previous_timeline=previous,
+            switch_lsn=format_lsn(end) if end is not None else None,
+            detail="the server was promoted (a failover); walcast streams on from the slot's "
+            "synchronized copy",
+        )
+
+    def _skip_bound(self, stream: ReplicationStream, last: int | None) -> int | None:
+        """Exactly-once: how far the replay is skipped (Kafka holds it), never past a fork.
+
+        Kafka's position ``last`` was written on the timeline its record names. If this
+        server's history left that timeline before ``last``, the units between are not in
+        this history: skipping by LSN would drop this timeline's own changes there.
+        """
+        record = self.sink.committed if isinstance(self.sink, TransactionalKafkaSink) else None
+        if last is None or record is None or record.timeline is None:
+            return last
+        end = stream.timeline_ends.get(record.timeline)
+        if record.timeline >= stream.timeline or end is None or last < end:
+            return last
+        log.error(
+            "failover_diverged",
+            slot=self.config.slot,
+            server=stream.server,
+            timeline=stream.timeline,
+            previous_timeline=record.timeline,
+            switch_lsn=format_lsn(end),
+            published_up_to=format_lsn(last),
+            detail=f"Kafka holds changes committed on timeline {record.timeline} between "
+            f"{format_lsn(end)} and {format_lsn(last)}, which this server's history does not "
+            f"hold (its timeline {stream.timeline} starts at {format_lsn(end)}); walcast skips "
+            "only the replay before that point and sends this timeline's changes after it; "
+            "set synchronized_standby_slots on the primary to the standbys' physical slots",
+        )
+        return end - 1
 
     def _remember_walsender(self, pid: int) -> None:
         """Note the walsender serving this session (see the module docstring)."""

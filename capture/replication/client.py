@@ -39,14 +39,14 @@ from capture.errors import (
     SlotInUseError,
     WalcastError,
 )
-from capture.lsn import format_lsn
+from capture.lsn import format_lsn, parse_lsn
 from capture.replication.protocol import (
     Keepalive,
     XLogData,
     parse_copy_data,
     standby_status,
 )
-from capture.replication.setup import connect, invalidated_slot_error
+from capture.replication.setup import connect, invalidated_slot_error, libpq_message
 
 DEFAULT_STATUS_INTERVAL: Final = 10.0
 ACK_STATUS_INTERVAL: Final = 1.0
@@ -117,9 +117,39 @@ class ReplicationStream:
         self._pgconn = self._conn.pgconn
         self.backend_pid = self._conn.info.backend_pid
         """The walsender's process id on the server (to recognise it after a network cut)."""
+        self.server = f"{self._conn.info.host}:{self._conn.info.port}"
+        """The server streaming (``host:port``): with a multi-host DSN, the one libpq chose."""
+        self.timeline, self.timeline_ends = self._timelines()
+        """The server's timeline, and where each earlier timeline of its history ended (its
+        switch point): after a failover, WAL past the end of the old timeline is not in this
+        server's history."""
         self._last_heard = time.monotonic()
         self._start(start_lsn)
         self._last_heard = time.monotonic()
+
+    def _timelines(self) -> tuple[int, dict[int, int]]:
+        """``IDENTIFY_SYSTEM``'s timeline, and ``TIMELINE_HISTORY``'s switch points."""
+        try:
+            row = self._conn.execute("IDENTIFY_SYSTEM").fetchone()
+            assert row is not None
+            timeline = int(str(row[1]))
+            ends: dict[int, int] = {}
+            if timeline > 1:
+                found = self._conn.execute(f"TIMELINE_HISTORY {timeline}").fetchone()
+                content: object = found[1] if found is not None else b""
+                text = (
+                    bytes(content).decode()
+                    if isinstance(content, bytes | bytearray | memoryview)
+                    else str(content)
+                )
+                for line in text.splitlines():
+                    parts = line.split()
+                    if len(parts) >= 2 and parts[0].isdigit():
+                        ends[int(parts[0])] = parse_lsn(parts[1])
+        except psycopg.Error as exc:
+            self._conn.close()
+            raise self._lost(exc) from None
+        return timeline, ends
 
     def _start(self, start_lsn: int) -> None:
         stmt = sql.SQL("START_REPLICATION SLOT {} LOGICAL {} ({})").format(
@@ -229,7 +259,8 @@ class ReplicationStream:
         the same way on every retry. A connection that just broke is transient.
         """
         where = (
-            f"replication stream from slot {self.slot!r} ended at {format_lsn(self.received_lsn)}"
+            f"replication stream from slot {self.slot!r} on {self.server} ended at "
+            f"{format_lsn(self.received_lsn)}"
         )
         server = self._server_error() if exc is None else None
         if server is not None:
@@ -249,9 +280,9 @@ class ReplicationStream:
                 "every change not yet acknowledged",
             )
         detail = self._pgconn.get_error_message() if exc is None else str(exc)
-        lines = dsn_util.scrub(detail, self.dsn).strip().splitlines()
+        text = libpq_message(dsn_util.scrub(detail, self.dsn))
         return ConnectionLostError(
-            f"{where}: {lines[-1].strip() if lines else 'connection closed'}",
+            f"{where}: {text or 'connection closed'}",
             hint="walcast resumes from the slot's confirmed position on restart",
         )
 

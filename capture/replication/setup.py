@@ -9,6 +9,7 @@ on an ordinary (non-replication) connection; identifiers are always quoted with
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -171,16 +172,47 @@ def connection_error(exc: BaseException, dsn: str) -> WalcastError:
 
 def _server_detail(text: str) -> str:
     """The server's or libpq's own words from a psycopg connection error, on one line."""
+    return libpq_message(text) or "unknown error"
+
+
+_ATTEMPTS_HEADER: Final = "Multiple connection attempts failed. All failures were:"
+_ATTEMPT: Final = re.compile(r"^- host: '([^']*)', port: '([^']*)'(?:, hostaddr: '[^']*')?: (.*)$")
+
+
+def libpq_message(text: str) -> str:
+    """The error text of libpq (or psycopg) on one line, with nothing dropped.
+
+    libpq puts the cause on the first line and its explanations on tab-indented lines after
+    it (``server closed the connection unexpectedly`` / ``This probably means the server
+    terminated abnormally`` / ``before or while processing the request.``): they follow the
+    cause in parentheses. When psycopg tried several hosts (a multi-host DSN), every host's
+    own reason is kept, ``host:port: reason``, joined by ``; ``.
+    """
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        return "unknown error"
-    first = lines[0]
+    if _ATTEMPTS_HEADER in lines:
+        attempts: list[list[str]] = []
+        for line in lines[lines.index(_ATTEMPTS_HEADER) + 1 :]:
+            found = _ATTEMPT.match(line)
+            if found:
+                attempts.append([f"{found[1]}:{found[2]}", _reason(found[3])])
+            elif attempts:
+                attempts[-1].append(line)
+        if attempts:
+            return "; ".join(f"{a[0]}: {_explained(a[1:])}" for a in attempts)
+    return _explained([_reason(lines[0]), *lines[1:]]) if lines else ""
+
+
+def _reason(line: str) -> str:
+    """``line`` without libpq's ``connection to server at … failed:`` and severity prefixes."""
     for marker in ("FATAL:  ", "ERROR:  ", "failed: "):
-        if marker in first:
-            first = first.rsplit(marker, 1)[1]
-            break
-    hint = next((line for line in lines[1:] if not line.startswith("DETAIL")), "")
-    return f"{first} ({hint})" if hint and hint.startswith("Is the server") else first
+        if marker in line:
+            return line.rsplit(marker, 1)[1]
+    return line
+
+
+def _explained(lines: list[str]) -> str:
+    """The cause, then the lines explaining it in parentheses."""
+    return f"{lines[0]} ({' '.join(lines[1:])})" if len(lines) > 1 else lines[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +304,21 @@ class Preflight:
                 hint="ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL",
             )
         return ServerInfo(int(version), wal_level, database, standby in ("true", "t"))
+
+    def unprotected_standby_slots(self) -> list[str]:
+        """Physical slots of a 17+ primary that ``synchronized_standby_slots`` leaves out.
+
+        A standby streaming through one may hold a synced copy of a failover slot, yet the
+        logical walsender does not wait for it. Empty when the setting names every physical
+        slot, or there is none (no standby a failover could go to).
+        """
+        rows = self._query(
+            "read synchronized_standby_slots",
+            "SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'physical' "
+            "AND slot_name <> ALL (string_to_array(replace(coalesce(current_setting("
+            "'synchronized_standby_slots', true), ''), ' ', ''), ',')) ORDER BY 1",
+        )
+        return [_text(r[0]) for r in rows]
 
     def wal_sender_timeout(self) -> float:
         """The server's ``wal_sender_timeout`` in seconds (0: disabled)."""

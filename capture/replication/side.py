@@ -54,8 +54,9 @@ class SideConnection:
         return self._conn
 
     def _scrub(self, exc: BaseException) -> str:
-        lines = dsn_util.scrub(str(exc), self._dsn).strip().splitlines()
-        return lines[-1] if lines else type(exc).__name__
+        from capture.replication.setup import libpq_message  # noqa: PLC0415 - setup uses this module
+
+        return libpq_message(dsn_util.scrub(str(exc), self._dsn)) or type(exc).__name__
 
     def close(self) -> None:
         """Close the connection (it reopens on next use)."""

@@ -217,10 +217,11 @@ def identify_system(dsn: str) -> SystemIdentity:
         with connect(dsn, replication=True) as conn:
             row = conn.execute("IDENTIFY_SYSTEM").fetchone()
     except psycopg.Error as exc:
-        text = dsn_util.scrub(str(exc).strip(), dsn).splitlines()
+        from capture.replication.setup import libpq_message  # noqa: PLC0415
+
+        text = libpq_message(dsn_util.scrub(str(exc), dsn))
         raise ConnectionLostError(
-            f"cannot identify the server {dsn_util.describe(dsn)}: "
-            f"{text[-1] if text else type(exc).__name__}",
+            f"cannot identify the server {dsn_util.describe(dsn)}: {text or type(exc).__name__}",
             hint="walcast retries",
         ) from None
     assert row is not None

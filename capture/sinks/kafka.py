@@ -52,9 +52,9 @@ from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
 from capture.formats.layout import layout_record
 from capture.identity import SOURCE_HEADER, SourceIdentity
+from capture.interfaces import Output
 from capture.lsn import format_lsn
 from capture.position import DeliveryCount, TxnPosition
-from capture.pump import Output
 
 log = structlog.get_logger("walcast.kafka")
 

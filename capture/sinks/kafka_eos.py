@@ -83,11 +83,10 @@ from capture.errors import RetryPolicy, SetupError, WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
 from capture.identity import SourceIdentity
+from capture.interfaces import Output, StopRequested
 from capture.lsn import format_lsn
 from capture.position import TxnPosition
-from capture.pump import Output
 from capture.replication.slots import slot_holder, source_identity
-from capture.sinks import StopRequested
 from capture.sinks.kafka import KafkaSink, KafkaSinkError, client_logger, fatal_error
 from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, OffsetRecord, read_offset
 
@@ -199,6 +198,8 @@ class TransactionalKafkaSink(KafkaSink):
         """Something was produced since the last :meth:`service` (the source is not idle)."""
         self._record: OffsetRecord | None = None
         """The offsets record produced into the transaction (None: not yet)."""
+        self.timeline: int | None = None
+        """The streaming server's timeline, written into offsets records."""
         self._record_error: KafkaError | None = None
 
     @classmethod
@@ -614,6 +615,7 @@ class TransactionalKafkaSink(KafkaSink):
                 transactional_id=identity.transactional_id,
                 written_at=time.time(),
                 generation=self.generation,
+                timeline=self.timeline,
             )
             value = record.to_json()
             while True:

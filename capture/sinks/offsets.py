@@ -75,6 +75,10 @@ class OffsetRecord:
     """Unix time the record was produced."""
     generation: str | None = None
     """The slot's generation it was written under (:mod:`capture.identity`)."""
+    timeline: int | None = None
+    """The timeline of the server that streamed the unit (None: an older walcast). After a
+    failover, a ``commit_lsn`` past where that timeline ended on the new server is not in
+    its history (:meth:`capture.daemon.runner.Daemon._skip_bound`)."""
 
     def to_json(self) -> bytes:
         """The record's value (LSNs also in PostgreSQL's ``X/Y`` text, for people)."""

@@ -18,8 +18,8 @@ from typing import IO
 from capture.errors import WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
+from capture.interfaces import Output
 from capture.position import TxnPosition
-from capture.pump import Output
 
 FLUSH_INTERVAL = 0.5
 """Seconds between flushes (each followed by an acknowledgement)."""

@@ -77,8 +77,8 @@ import orjson
 import structlog
 
 from capture.events import LogicalMessageEvent, StreamItem
+from capture.interfaces import SourceWrapper
 from capture.position import Checkpoint
-from capture.pump import SourceWrapper
 from capture.relcache import RelationCache
 from capture.snapshot.assigner import (
     ALL_TABLES,

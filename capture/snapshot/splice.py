@@ -40,6 +40,7 @@ from capture.events import (
     TransactionBegin,
     TransactionCommit,
 )
+from capture.interfaces import StopRequested
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import (
     UNCHANGED_TOAST,
@@ -52,7 +53,6 @@ from capture.position import Checkpoint
 from capture.relcache import RelationCache
 from capture.replication import catalog
 from capture.replication.catalog import TableLayout
-from capture.sinks import StopRequested
 from capture.snapshot.assigner import TableLoad
 from capture.snapshot.connection import LoadConnection, describe
 from capture.snapshot.progress import KeylessWindow

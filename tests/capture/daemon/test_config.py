@@ -445,7 +445,6 @@ def test_degraded_after_is_a_deprecated_name_of_unhealthy_after(tmp_path: Path) 
     with capture_logs() as events:
         config = load(old_file, NO_CLI, {})
     assert config.unhealthy_after == 12.0
-    assert config.degraded_after == 12.0  # the old attribute, for code not yet moved
     (event,) = events
     assert event["event"] == "setting_deprecated"
     assert event["log_level"] == "warning"
