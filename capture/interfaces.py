@@ -3,7 +3,7 @@
 :class:`Source` yields committed changes (a replication slot, a load, a synthetic shop),
 :class:`Output` is one output format (its encoder and topic naming), :class:`Sink` is where
 encoded messages go (stdout or a file, Kafka) and reports their delivery on each unit's
-:class:`~capture.position.TxnPosition`. :mod:`capture.pump` moves items from one to the
+:class:`~capture.position.Unit`. :mod:`capture.pump` moves items from one to the
 others; the sources (:mod:`capture.source`, :mod:`capture.snapshot`,
 :mod:`capture.synthetic`) and the sinks (:mod:`capture.sinks`) implement these protocols and
 import them from here, never from the pump, so no module imports back into the one that
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from capture.errors import WalcastError
     from capture.events import ChangeEvent, StreamItem, Table
     from capture.formats.base import EncodedMessage, Encoder
-    from capture.position import Checkpoint, TxnPosition
+    from capture.position import Checkpoint, Unit
     from capture.sinks.topics import TopicNamer
 
 
@@ -42,7 +42,7 @@ class Source(Protocol):
     def acknowledge(self, lsn: int) -> None:
         """Everything before ``lsn`` was delivered (the ledger decided it)."""
 
-    def hold(self, lsn: int) -> int:
+    def ack_limit(self, lsn: int) -> int:
         """The highest position at most ``lsn`` the source may confirm (pending prepares)."""
 
     def keep_alive(self) -> None:
@@ -73,9 +73,9 @@ class SourceWrapper(Generic[InnerT]):
         """Forward to the wrapped source."""
         self.inner.acknowledge(lsn)
 
-    def hold(self, lsn: int) -> int:
+    def ack_limit(self, lsn: int) -> int:
         """Forward to the wrapped source."""
-        return self.inner.hold(lsn)
+        return self.inner.ack_limit(lsn)
 
     def keep_alive(self) -> None:
         """Forward to the wrapped source."""
@@ -108,18 +108,18 @@ class Sink(Protocol):
     wait_hook: Callable[[], None]
     """Called during the sink's own waits: keeps the source alive, acknowledges."""
 
-    def open_unit(self, unit: TxnPosition) -> None:
+    def open_unit(self, unit: Unit) -> None:
         """A unit (transaction, load chunk) starts; its messages follow."""
 
-    def close_unit(self, unit: TxnPosition) -> None:
+    def close_unit(self, unit: Unit) -> None:
         """The unit's last message was sent."""
 
     def send(
-        self, output: Output, messages: list[EncodedMessage], unit: TxnPosition | None
+        self, output: Output, messages: list[EncodedMessage], unit: Unit | None
     ) -> None:
         """Send ``output``'s messages; count them on ``unit`` (None: untracked, e.g. heartbeats)."""
 
-    def send_change(self, output: Output, event: ChangeEvent, unit: TxnPosition | None) -> None:
+    def send_change(self, output: Output, event: ChangeEvent, unit: Unit | None) -> None:
         """Encode one change with ``output``'s encoder and send it (the hot path)."""
 
     def publish(self, topic: str, key: bytes, value: bytes) -> None:
@@ -134,7 +134,7 @@ class Sink(Protocol):
     def drain(self, timeout: float) -> int:
         """Deliver everything sent, waiting at most ``timeout``; return what is undelivered."""
 
-    def refused(self, unit: TxnPosition) -> WalcastError:
+    def refused(self, unit: Unit) -> WalcastError:
         """The error to stop with when ``unit`` has a message the destination refused."""
 
     def close(self) -> None:

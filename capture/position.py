@@ -4,7 +4,7 @@ Every front door (``tail``, ``run``, ``produce-test-stream``) hands its sink's p
 :class:`PositionLedger`; nothing else decides which LSN the slot may confirm. This is the role
 Debezium's ``PostgresOffsetContext`` plays.
 
-The ledger keeps, in stream order, one :class:`TxnPosition` per unit that ends at a position:
+The ledger keeps, in stream order, one :class:`Unit` per unit that ends at a position:
 
 * a committed transaction (``begin`` … ``commit(end_lsn)``), counting the messages the sink
   took for it (``outstanding``) until the sink reports them delivered;
@@ -15,10 +15,10 @@ The ledger keeps, in stream order, one :class:`TxnPosition` per unit that ends a
 
 Invariants:
 
-* :meth:`PositionLedger.ackable` returns the end of the newest unit that, together with every
-  unit before it, is closed and fully delivered, capped by the source's hold (pending
+* :meth:`PositionLedger.advance` returns the end of the newest unit that, together with every
+  unit before it, is closed and fully delivered, capped by the source's ``ack_limit`` (pending
   prepared transactions), and it never decreases.
-* A unit with a failed delivery is never passed: :meth:`ackable` raises
+* A unit with a failed delivery is never passed: :meth:`advance` raises
   :class:`DeliveryFailedError` naming it, and the slot stays before it.
 * A unit abandoned mid-way (the stream broke, or ``tail --max-events`` cut it) is forgotten:
   the server sends it again from its start, so its partial messages are detectable replays.
@@ -65,7 +65,7 @@ _UNCOUNTED: Final = DeliveryCount()
 
 
 @dataclass(slots=True, eq=False)
-class TxnPosition:
+class Unit:
     """Delivery state of one unit (transaction, load chunk or checkpoint) of the stream."""
 
     commit_lsn: int
@@ -98,7 +98,7 @@ class TxnPosition:
 class DeliveryFailedError(Exception):
     """A message of ``unit`` was permanently refused by the sink."""
 
-    def __init__(self, unit: TxnPosition) -> None:
+    def __init__(self, unit: Unit) -> None:
         self.unit = unit
         super().__init__(unit.failures[0])
 
@@ -106,9 +106,9 @@ class DeliveryFailedError(Exception):
 class PositionLedger:
     """Units of the stream in order, and the position that may be acknowledged."""
 
-    def __init__(self, *, hold: Callable[[int], int] | None = None) -> None:
-        self._queue: deque[TxnPosition] = deque()
-        self.current: TxnPosition | None = None
+    def __init__(self, *, ack_limit: Callable[[int], int] | None = None) -> None:
+        self._queue: deque[Unit] = deque()
+        self.current: Unit | None = None
         """The unit whose messages are being produced, between begin and commit."""
         self.delivered_lsn = 0
         """End of the newest unit delivered together with all before it."""
@@ -117,25 +117,25 @@ class PositionLedger:
         self.latencies: list[float] = []
         """Seconds from begin to full delivery of each unit passed since the caller last
         cleared the list (checkpoints excluded)."""
-        self._hold = hold
+        self._ack_limit = ack_limit
         self.highest_commit_lsn = 0
         """The highest commit LSN of a unit begun (its messages may be in Kafka)."""
 
-    def set_hold(self, hold: Callable[[int], int] | None) -> None:
-        """Cap acknowledgements with the source's ``hold(lsn)`` (pending prepares)."""
-        self._hold = hold
+    def set_ack_limit(self, ack_limit: Callable[[int], int] | None) -> None:
+        """Cap acknowledgements with the source's ``ack_limit(lsn)`` (pending prepares)."""
+        self._ack_limit = ack_limit
 
     # -- the stream, in order ------------------------------------------------------------
 
-    def begin(self, commit_lsn: int, now: float = 0.0, commit_ts: int = 0) -> TxnPosition:
+    def begin(self, commit_lsn: int, now: float = 0.0, commit_ts: int = 0) -> Unit:
         """Start a unit; the sink counts its messages on the returned position."""
-        unit = TxnPosition(commit_lsn=commit_lsn, started_at=now, commit_ts=commit_ts)
+        unit = Unit(commit_lsn=commit_lsn, started_at=now, commit_ts=commit_ts)
         self.highest_commit_lsn = max(self.highest_commit_lsn, commit_lsn)
         self._queue.append(unit)
         self.current = unit
         return unit
 
-    def commit(self, end_lsn: int) -> TxnPosition:
+    def commit(self, end_lsn: int) -> Unit:
         """The current unit ended at ``end_lsn``: all its messages were handed to the sink."""
         unit = self.current
         assert unit is not None, "commit without begin"
@@ -152,7 +152,7 @@ class PositionLedger:
         if tail is not None and tail.commit_lsn == -1:
             tail.end_lsn = max(tail.end_lsn, lsn)  # coalesce consecutive checkpoints
             return
-        self._queue.append(TxnPosition(commit_lsn=-1, end_lsn=lsn, closed=True))
+        self._queue.append(Unit(commit_lsn=-1, end_lsn=lsn, closed=True))
 
     def abandon_open(self) -> None:
         """Forget the unit being produced: the server sends it again from its start.
@@ -165,7 +165,7 @@ class PositionLedger:
 
     # -- what may be acknowledged ------------------------------------------------------------
 
-    def ackable(self, now: float = 0.0) -> int:
+    def advance(self, now: float = 0.0) -> int:
         """Pass fully delivered units; return the LSN that is safe to acknowledge.
 
         Raises :class:`DeliveryFailedError` when the oldest unit not yet passed has a failed
@@ -184,9 +184,9 @@ class PositionLedger:
                 self.latencies.append(now - head.started_at)
             if head.on_delivered is not None:
                 head.on_delivered()
-        if self._hold is None:
+        if self._ack_limit is None:
             return self.delivered_lsn
-        return self._hold(self.delivered_lsn)
+        return self._ack_limit(self.delivered_lsn)
 
     @property
     def idle(self) -> bool:
@@ -203,7 +203,7 @@ class PositionLedger:
         """Something was produced and not yet passed (safe to read from another thread)."""
         return len(self._queue) > 0
 
-    def oldest_pending(self) -> TxnPosition | None:
+    def oldest_pending(self) -> Unit | None:
         """The unit acknowledgement waits for (checkpoints excluded)."""
         return next((u for u in self._queue if u.commit_lsn != -1), None)
 

@@ -15,7 +15,7 @@ Invariants:
 
 * Items are handled in stream order, one at a time, as the source yields them: a replayed
   10M-row transaction flows through without ever being a list.
-* The source is acknowledged only with :meth:`PositionLedger.ackable`, after the sink
+* The source is acknowledged only with :meth:`PositionLedger.advance`, after the sink
   reported the messages delivered; never from anywhere else.
 * A stop (``stop()``, or :class:`~capture.sinks.StopRequested` from a sink's wait) abandons
   the unit being produced; the server sends it again from its start after a restart.
@@ -105,7 +105,7 @@ class Pump:
         """What this pump last acknowledged to its source."""
         self._stop: Callable[[], bool] = lambda: False
         self._last_table: Table | None = None
-        ledger.set_hold(source.hold)
+        ledger.set_ack_limit(source.ack_limit)
         sink.wait_hook = self._wait_tick
 
     # -- running -----------------------------------------------------------------------------
@@ -224,7 +224,7 @@ class Pump:
     def acknowledge(self) -> None:
         """Acknowledge to the source what the ledger says is delivered."""
         try:
-            lsn = self.ledger.ackable(self.clock())
+            lsn = self.ledger.advance(self.clock())
         except DeliveryFailedError as exc:
             raise self.sink.refused(exc.unit) from None
         if lsn > self.acked_lsn:

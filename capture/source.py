@@ -10,7 +10,7 @@ before them is delivered:
 * a non-transactional logical message (walcast's heartbeat) outside any transaction.
 
 It never decides what to acknowledge: the pump's :class:`~capture.position.PositionLedger`
-does, and calls :meth:`ReplicationSource.acknowledge`. :meth:`ReplicationSource.hold` caps
+does, and calls :meth:`ReplicationSource.acknowledge`. :meth:`ReplicationSource.ack_limit` caps
 that position below pending prepared transactions.
 """
 
@@ -272,7 +272,7 @@ class ReplicationSource:
         """Everything before ``lsn`` was delivered; it is confirmed at the next status update."""
         self.stream.acknowledge(lsn)
 
-    def hold(self, lsn: int) -> int:
+    def ack_limit(self, lsn: int) -> int:
         """The highest position at most ``lsn`` that is safe to confirm (pending prepares)."""
         return self.assembler.ack_limit(lsn)
 

@@ -2,7 +2,7 @@
 
 Invariants:
 
-* Every message is produced with the unit's :meth:`~capture.position.TxnPosition.delivered`
+* Every message is produced with the unit's :meth:`~capture.position.Unit.delivered`
   as its delivery report, so the ledger passes a unit only once Kafka confirmed all of it.
 * The producer never gives up on a message in the daemon (``message.timeout.ms=0``): a
   broker outage fills the queue, and a full queue (``BufferError``) pauses the pump inside
@@ -54,7 +54,7 @@ from capture.formats.layout import layout_record
 from capture.identity import SOURCE_HEADER, SourceIdentity
 from capture.interfaces import Output
 from capture.lsn import format_lsn
-from capture.position import DeliveryCount, TxnPosition
+from capture.position import DeliveryCount, Unit
 
 log = structlog.get_logger("walcast.kafka")
 
@@ -492,14 +492,14 @@ class KafkaSink:
 
     # -- the sink interface ----------------------------------------------------------------------
 
-    def open_unit(self, unit: TxnPosition) -> None:
+    def open_unit(self, unit: Unit) -> None:
         """Nothing to do: each message is counted as it is produced."""
 
-    def close_unit(self, unit: TxnPosition) -> None:
+    def close_unit(self, unit: Unit) -> None:
         """Nothing to do: the unit is delivered when its last report arrives."""
 
     def send(
-        self, output: Output, messages: list[EncodedMessage], unit: TxnPosition | None
+        self, output: Output, messages: list[EncodedMessage], unit: Unit | None
     ) -> None:
         """Produce ``messages`` to ``output``'s topics; count them on ``unit``."""
         if not messages:
@@ -542,7 +542,7 @@ class KafkaSink:
             self._paused = False
             log.info("backpressure_resumed", in_flight=len(self.producer))
 
-    def send_change(self, output: Output, event: ChangeEvent, unit: TxnPosition | None) -> None:
+    def send_change(self, output: Output, event: ChangeEvent, unit: Unit | None) -> None:
         """Encode one change and produce its messages."""
         self.send(output, output.encoder.change(event), unit)
 
@@ -655,7 +655,7 @@ class KafkaSink:
             self.wait_hook()
         return len(self.producer)
 
-    def refused(self, unit: TxnPosition) -> WalcastError:
+    def refused(self, unit: Unit) -> WalcastError:
         """The one-line error for a unit with a refused message."""
         hint = (
             "raise the topic's max.message.bytes (and kafka.producer message.max.bytes), or "

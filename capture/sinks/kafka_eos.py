@@ -85,7 +85,7 @@ from capture.formats.base import EncodedMessage
 from capture.identity import SourceIdentity
 from capture.interfaces import Output, StopRequested
 from capture.lsn import format_lsn
-from capture.position import TxnPosition
+from capture.position import Unit
 from capture.replication.slots import slot_holder, source_identity
 from capture.sinks.kafka import KafkaSink, KafkaSinkError, client_logger, fatal_error
 from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, OffsetRecord, read_offset
@@ -188,8 +188,8 @@ class TransactionalKafkaSink(KafkaSink):
         self._in_txn = False
         self._txn_started = 0.0
         self._txn_messages = 0
-        self._units: list[TxnPosition] = []
-        self._open: TxnPosition | None = None
+        self._units: list[Unit] = []
+        self._open: Unit | None = None
         """The unit whose messages are being produced (open_unit without close_unit)."""
         self._partial = False
         """A unit was abandoned mid-way inside the transaction: it must not commit."""
@@ -302,7 +302,7 @@ class TransactionalKafkaSink(KafkaSink):
 
     # -- the sink interface --------------------------------------------------------------
 
-    def open_unit(self, unit: TxnPosition) -> None:
+    def open_unit(self, unit: Unit) -> None:
         """Commit first if due (a unit boundary); count the unit's commit as a message."""
         if self._open is not None:
             self._partial = True  # the previous unit was abandoned mid-way
@@ -314,7 +314,7 @@ class TransactionalKafkaSink(KafkaSink):
         self._units.append(unit)
         self._open = unit
 
-    def close_unit(self, unit: TxnPosition) -> None:  # noqa: ARG002 - the protocol's signature
+    def close_unit(self, unit: Unit) -> None:  # noqa: ARG002 - the protocol's signature
         """The unit is complete; the transaction commits at the next boundary when due."""
         self._open = None
         if (
@@ -324,7 +324,7 @@ class TransactionalKafkaSink(KafkaSink):
             self._due = True
 
     def send(
-        self, output: Output, messages: list[EncodedMessage], unit: TxnPosition | None
+        self, output: Output, messages: list[EncodedMessage], unit: Unit | None
     ) -> None:
         """Produce ``messages`` inside the open Kafka transaction (one is begun if needed)."""
         if not messages:
@@ -335,7 +335,7 @@ class TransactionalKafkaSink(KafkaSink):
         self._txn_messages += len(messages)
         self._sent = True
 
-    def send_change(self, output: Output, event: ChangeEvent, unit: TxnPosition | None) -> None:
+    def send_change(self, output: Output, event: ChangeEvent, unit: Unit | None) -> None:
         """Encode one change and produce its messages."""
         self.send(output, output.encoder.change(event), unit)
 
@@ -412,7 +412,7 @@ class TransactionalKafkaSink(KafkaSink):
             return 1
         return max(len(self.producer), 1)
 
-    def refused(self, unit: TxnPosition) -> WalcastError:
+    def refused(self, unit: Unit) -> WalcastError:
         """A timed-out message aborts the transaction (retried); a refused one stops."""
         if all("timed out" in failure for failure in unit.failures):
             return KafkaTransactionAbortedError(
@@ -690,7 +690,7 @@ class TransactionalKafkaSink(KafkaSink):
     def _position(self) -> str:
         return format_lsn(self._units[-1].commit_lsn) if self._units else "(no unit)"
 
-    def _too_large(self, unit: TxnPosition) -> WalcastError:
+    def _too_large(self, unit: Unit) -> WalcastError:
         if self.outage_seconds > 0:
             return KafkaTransactionAbortedError(
                 f"Kafka at {self.brokers} was unreachable for longer than the transaction "

@@ -19,7 +19,7 @@ from capture.errors import WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
 from capture.interfaces import Output
-from capture.position import TxnPosition
+from capture.position import Unit
 
 FLUSH_INTERVAL = 0.5
 """Seconds between flushes (each followed by an acknowledgement)."""
@@ -42,13 +42,13 @@ class StreamSink:
         self._close_out = close_out
         self._clock = clock
         self._last_flush = clock()
-        self._unflushed: list[TxnPosition] = []
+        self._unflushed: list[Unit] = []
         self.wait_hook: Callable[[], None] = lambda: None
 
-    def open_unit(self, unit: TxnPosition) -> None:
+    def open_unit(self, unit: Unit) -> None:
         """Nothing to do: units are counted when they close."""
 
-    def close_unit(self, unit: TxnPosition) -> None:
+    def close_unit(self, unit: Unit) -> None:
         """Hold the unit until the next flush has written its last message out."""
         unit.outstanding += 1
         self._unflushed.append(unit)
@@ -57,14 +57,14 @@ class StreamSink:
         self,
         output: Output,
         messages: list[EncodedMessage],
-        unit: TxnPosition | None,  # noqa: ARG002 - delivery is counted per unit at flush
+        unit: Unit | None,  # noqa: ARG002 - delivery is counted per unit at flush
     ) -> None:
         """Write each message, framed."""
         frame = output.encoder.frame_for_tail
         for message in messages:
             self.write(frame(message))
 
-    def send_change(self, output: Output, event: ChangeEvent, unit: TxnPosition | None) -> None:  # noqa: ARG002
+    def send_change(self, output: Output, event: ChangeEvent, unit: Unit | None) -> None:  # noqa: ARG002
         """Write one change (the encoder's fast path)."""
         self.write(output.encoder.tail_lines(event))
 
@@ -92,7 +92,7 @@ class StreamSink:
         self.flush()
         return 0
 
-    def refused(self, unit: TxnPosition) -> WalcastError:
+    def refused(self, unit: Unit) -> WalcastError:
         """Writes do not fail per message (an OSError ends the command instead)."""
         return WalcastError(f"output refused a message: {unit.failures[0]}")
 

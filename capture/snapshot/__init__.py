@@ -1,6 +1,6 @@
 """Loading tables' existing rows into the stream: the initial load and on-demand loads.
 
-* :mod:`capture.snapshot.source`: :class:`LoadingSource`, which inserts loaded chunks into
+* :mod:`capture.snapshot.loading`: :class:`LoadingSource`, which inserts loaded chunks into
   the replication stream at their watermarks (the design and its guarantees are there),
   composed of:
 * :mod:`capture.snapshot.assigner`: which chunk next (loads, requests, resumption, records);
@@ -13,9 +13,9 @@
 * :mod:`capture.snapshot.requests`: the initial-load decision and ``walcast snapshot``.
 """
 
+from capture.snapshot.loading import LoadingSource, LoadProgress, LoadSettings
 from capture.snapshot.progress import KafkaProgress, MemoryProgress, ProgressStore
 from capture.snapshot.requests import record_initial_load, resolve_mode
-from capture.snapshot.source import LoadingSource, LoadProgress, LoadSettings
 
 __all__ = [
     "KafkaProgress",

@@ -1,7 +1,7 @@
 """Which chunk next: the tables' loads, requests, resumption and the progress records.
 
 :class:`ChunkAssigner` keeps the load state of every table a
-:class:`~capture.snapshot.source.LoadingSource` loads, and knows nothing of the replication
+:class:`~capture.snapshot.loading.LoadingSource` loads, and knows nothing of the replication
 stream (the source tells it what the stream asked for and what the splice inserted):
 
 * **Loads** come from the progress store's records when the source starts: every

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from capture.position import DeliveryFailedError, PositionLedger, TxnPosition
+from capture.position import DeliveryFailedError, PositionLedger, Unit
 
 
-def produce(ledger: PositionLedger, commit: int, end: int, count: int) -> TxnPosition:
+def produce(ledger: PositionLedger, commit: int, end: int, count: int) -> Unit:
     unit = ledger.begin(commit, now=1.0)
     unit.outstanding += count
     ledger.commit(end)
@@ -18,13 +18,13 @@ def test_ack_waits_for_every_message_and_every_earlier_unit() -> None:
     ledger = PositionLedger()
     first = produce(ledger, 0x10, 0x20, 2)
     second = produce(ledger, 0x30, 0x40, 1)
-    assert ledger.ackable() == 0
+    assert ledger.advance() == 0
     second.delivered(None, None)  # a later transaction finishes first: not ackable yet
-    assert ledger.ackable() == 0
+    assert ledger.advance() == 0
     first.delivered(None, None)
-    assert ledger.ackable() == 0
+    assert ledger.advance() == 0
     first.delivered(None, None)
-    assert ledger.ackable(now=3.0) == 0x40
+    assert ledger.advance(now=3.0) == 0x40
     assert ledger.latencies == [2.0, 2.0]
     assert ledger.pending == 0
     assert ledger.idle
@@ -35,10 +35,10 @@ def test_open_unit_blocks_ack_until_committed() -> None:
     unit = ledger.begin(0x10)
     unit.outstanding += 1
     unit.delivered(None, None)
-    assert ledger.ackable() == 0
+    assert ledger.advance() == 0
     assert not ledger.idle
     ledger.commit(0x20)
-    assert ledger.ackable() == 0x20
+    assert ledger.advance() == 0x20
 
 
 def test_failed_message_stops_acknowledgement_at_the_unit_before() -> None:
@@ -48,11 +48,11 @@ def test_failed_message_stops_acknowledgement_at_the_unit_before() -> None:
     ok.delivered(None, None)
     bad.delivered("Broker: Message size too large", None)
     with pytest.raises(DeliveryFailedError, match="too large") as info:
-        ledger.ackable()
+        ledger.advance()
     assert info.value.unit is bad
     assert ledger.delivered_lsn == 0x20  # the good one before it was still passed
     with pytest.raises(DeliveryFailedError):
-        ledger.ackable()  # and it stays refused
+        ledger.advance()  # and it stays refused
 
 
 def test_abandoned_unit_is_forgotten() -> None:
@@ -61,9 +61,9 @@ def test_abandoned_unit_is_forgotten() -> None:
     partial = ledger.begin(0x30)
     partial.outstanding += 3
     ledger.abandon_open()
-    assert ledger.ackable() == 0x20
+    assert ledger.advance() == 0x20
     partial.delivered(None, None)  # late reports of the abandoned one are harmless
-    assert ledger.ackable() == 0x20
+    assert ledger.advance() == 0x20
     assert done.closed
 
 
@@ -72,10 +72,10 @@ def test_checkpoints_pass_only_after_everything_before_them() -> None:
     txn = produce(ledger, 0x10, 0x20, 1)
     ledger.checkpoint(0x50)
     ledger.checkpoint(0x60)  # coalesced with the one before
-    assert ledger.ackable() == 0
+    assert ledger.advance() == 0
     assert ledger.pending == 1
     txn.delivered(None, None)
-    assert ledger.ackable() == 0x60
+    assert ledger.advance() == 0x60
     assert ledger.latencies == []  # checkpoints are not transactions
 
 
@@ -85,24 +85,24 @@ def test_checkpoint_inside_an_open_unit_is_ignored() -> None:
     ledger.checkpoint(0x99)
     ledger.commit(0x20)
     assert unit.outstanding == 0
-    assert ledger.ackable() == 0x20
+    assert ledger.advance() == 0x20
 
 
-def test_hold_caps_the_acknowledgement() -> None:
-    ledger = PositionLedger(hold=lambda lsn: min(lsn, 0x15))
+def test_the_ack_limit_caps_the_acknowledgement() -> None:
+    ledger = PositionLedger(ack_limit=lambda lsn: min(lsn, 0x15))
     produce(ledger, 0x10, 0x20, 0)
-    assert ledger.ackable() == 0x15
+    assert ledger.advance() == 0x15
     assert ledger.delivered_lsn == 0x20
-    ledger.set_hold(None)
-    assert ledger.ackable() == 0x20
+    ledger.set_ack_limit(None)
+    assert ledger.advance() == 0x20
 
 
 def test_acknowledgement_never_moves_backwards() -> None:
     ledger = PositionLedger()
     produce(ledger, 0x30, 0x40, 0)
-    assert ledger.ackable() == 0x40
+    assert ledger.advance() == 0x40
     produce(ledger, 0x10, 0x20, 0)  # a transaction replayed after a reconnect
-    assert ledger.ackable() == 0x40
+    assert ledger.advance() == 0x40
 
 
 def test_on_delivered_runs_once_in_stream_order() -> None:
@@ -113,11 +113,11 @@ def test_on_delivered_runs_once_in_stream_order() -> None:
     second = produce(ledger, 0x30, 0x40, 1)
     second.on_delivered = lambda: seen.append("second")
     second.delivered(None, None)
-    ledger.ackable()
+    ledger.advance()
     assert seen == []
     first.delivered(None, None)
-    ledger.ackable()
-    ledger.ackable()
+    ledger.advance()
+    ledger.advance()
     assert seen == ["first", "second"]
 
 

@@ -17,7 +17,7 @@ from capture.events import (
     TransactionCommit,
 )
 from capture.formats import FORMAT_NAMES, EncodedMessage, format_class
-from capture.position import Checkpoint, PositionLedger, TxnPosition
+from capture.position import Checkpoint, PositionLedger, Unit
 from capture.pump import Output, Pump, SourceWrapper, needs_transaction_sizes
 from capture.sinks.stream import StreamSink
 from capture.synthetic import SyntheticSource, format_options
@@ -49,7 +49,7 @@ class ScriptedSource:
     def acknowledge(self, lsn: int) -> None:
         self.acks.append(lsn)
 
-    def hold(self, lsn: int) -> int:
+    def ack_limit(self, lsn: int) -> int:
         return min(lsn, self.hold_limit)
 
     def keep_alive(self) -> None:
@@ -164,7 +164,7 @@ def test_checkpoint_is_acknowledged_once_everything_before_it_is_delivered() -> 
 
 
 class RefusingSink(StreamSink):
-    def close_unit(self, unit: TxnPosition) -> None:
+    def close_unit(self, unit: Unit) -> None:
         unit.outstanding += 1
         unit.delivered("Broker: Message size too large", None)
 
@@ -181,7 +181,7 @@ def test_a_refused_message_stops_the_pump_before_its_unit() -> None:
 class WaitingSink(StreamSink):
     """A sink whose every change waits (like a full Kafka queue) until the hook raises."""
 
-    def send_change(self, output: Output, event: ChangeEvent, unit: TxnPosition | None) -> None:
+    def send_change(self, output: Output, event: ChangeEvent, unit: Unit | None) -> None:
         for _ in range(3):
             self.wait_hook()
         super().send_change(output, event, unit)
@@ -257,7 +257,7 @@ def test_a_source_wrapper_leaves_positions_and_the_connection_to_its_inner_sourc
     assert ops(out) == ["insert"]
     # the ledger asked the wrapper how far it may confirm; the inner source's hold answered
     assert inner.acks == [0x80]
-    assert wrapper.hold(0x200) == 0x80
+    assert wrapper.ack_limit(0x200) == 0x80
     wrapper.keep_alive()
     assert inner.kept_alive >= 1
     wrapper.close()

@@ -104,7 +104,7 @@ def test_acknowledge_and_hold_go_to_the_stream_and_the_assembler() -> None:
     src = source()
     src.acknowledge(0x40)
     assert src.stream.acked_lsn == 0x40
-    assert src.hold(0x40) == 0x40  # nothing prepared
+    assert src.ack_limit(0x40) == 0x40  # nothing prepared
     src.keep_alive()
     assert src.stream.statuses == 1  # type: ignore[attr-defined]
     assert not src.finished

@@ -43,7 +43,7 @@ class Scripted:
     def acknowledge(self, lsn: int) -> None:
         self.acks.append(lsn)
 
-    def hold(self, lsn: int) -> int:
+    def ack_limit(self, lsn: int) -> int:
         return lsn
 
     def keep_alive(self) -> None:
@@ -115,9 +115,9 @@ def test_a_unit_is_delivered_only_once_its_kafka_transaction_committed(setup: Se
     # Written (the broker confirmed them), not committed: invisible, not acknowledged.
     assert len(setup.visible(committed=False)) == 6
     assert setup.visible() == []
-    assert pump.ledger.ackable() == 0
+    assert pump.ledger.advance() == 0
     sink.service(0)  # nothing sent since the last pass: the source is idle, commit
-    assert pump.ledger.ackable() == 0x208
+    assert pump.ledger.advance() == 0x208
     assert sorted(setup.visible()) == sorted(
         [("0/100", i) for i in (1, 2, 3)] + [("0/200", i) for i in (1, 2, 3)]
     )

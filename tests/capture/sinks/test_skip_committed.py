@@ -38,7 +38,7 @@ class Batches:
     def acknowledge(self, lsn: int) -> None:
         self.acks.append(lsn)
 
-    def hold(self, lsn: int) -> int:
+    def ack_limit(self, lsn: int) -> int:
         return lsn - 1
 
     def keep_alive(self) -> None:
@@ -153,5 +153,5 @@ def test_nothing_committed_skips_nothing_and_the_source_is_forwarded() -> None:
     source.after_acknowledge()  # a loading source's hook reaches it through the wrapper
     assert inner.acks == [0x108]
     assert inner.after_acknowledged == 1
-    assert source.hold(10) == 9
+    assert source.ack_limit(10) == 9
     assert source.finished

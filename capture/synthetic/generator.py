@@ -1,4 +1,4 @@
-"""The synthetic source: the shop's stream as a :class:`~capture.pump.Source`, with its clock.
+"""The synthetic source: the shop's stream as a :class:`~capture.interfaces.Source`, with its clock.
 
 Encoders that put a build time in their output (canal ``ts``, DataWorks ``systemTime``…)
 read it from ``FormatOptions.clock``. Synthetic streams inject a :class:`SyntheticClock`
@@ -95,7 +95,7 @@ class SyntheticSource:
         """Record the acknowledged position (for tests)."""
         self.acknowledged = lsn
 
-    def hold(self, lsn: int) -> int:
+    def ack_limit(self, lsn: int) -> int:
         """Nothing is held."""
         return lsn
 
