@@ -31,7 +31,7 @@ from capture.synthetic import format_options, generate
 
 def bench(name: str, items: list[StreamItem], changes: int) -> tuple[float, float, int, int]:
     """Wall and CPU seconds, messages and bytes to encode ``items`` with format ``name``."""
-    encoder = encoder_for(name, format_options({}))
+    encoder = encoder_for(name, format_options())
     encode = encoder.encode
     messages = 0
     size = 0

@@ -20,7 +20,8 @@ import structlog
 from capture import __version__
 from capture import logging as walcast_logging
 from capture.errors import ConfigError, WalcastError
-from capture.flags import format_settings, int_at_least, key_values
+from capture.flags import format_settings, int_at_least, key_values, settings_by_format
+from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, MODES, SnapshotMode
 from capture.lsn import parse_lsn
 
 _positive_int = int_at_least(1)
@@ -226,20 +227,21 @@ def _add_snapshot_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("initial load")
     group.add_argument(
         "--snapshot",
-        choices=("initial", "never", "initial-only"),
+        choices=MODES,
         help="load the published tables' existing rows first (initial), or only that "
-        "(initial-only), or not (never); default: initial when the slot is created now, "
-        "else never",
+        "(initial-only), or not (never); default (auto): initial when the slot is created "
+        "now, else never",
     )
     group.add_argument(
         "--snapshot-workers",
         type=_positive_int,
-        help="tables are read in key-range chunks by this many connections (default 2)",
+        help=f"tables are read in key-range chunks by this many connections (default "
+        f"{DEFAULT_WORKERS})",
     )
     group.add_argument(
         "--snapshot-chunk-rows",
         type=_positive_int,
-        help="rows per chunk (default 50000)",
+        help=f"rows per chunk (default {DEFAULT_CHUNK_ROWS})",
     )
 
 
@@ -266,7 +268,7 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
     if args.format_option and not args.format:
         raise ConfigError("--format-option: only applies to outputs given with --format")
     if args.format:
-        settings = format_settings(args.format_option, args.format)
+        settings = settings_by_format(args.format_option, args.format)
         outputs = [
             {
                 k: v
@@ -380,7 +382,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
     from capture.tail import run_tail  # noqa: PLC0415
 
     format_class(args.format)  # an unknown format fails before any connection
-    settings = format_settings(args.format_option, [args.format])[args.format]
+    settings = format_settings(args.format_option, args.format)
     config = _source_config(args)
     assert isinstance(config, SourceConfig)
     stop = _Stop()
@@ -391,7 +393,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
     from capture.snapshot import LoadSettings  # noqa: PLC0415
 
     load = LoadSettings(
-        args.snapshot or "never", args.snapshot_workers or 2, args.snapshot_chunk_rows or 50_000
+        workers=args.snapshot_workers or DEFAULT_WORKERS,
+        chunk_rows=args.snapshot_chunk_rows or DEFAULT_CHUNK_ROWS,
     )
     run_tail(
         config,
@@ -401,7 +404,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
         max_events=args.max_events,
         stop=stop,
         load=load,
-        snapshot=args.snapshot,
+        snapshot=SnapshotMode(args.snapshot or SnapshotMode.AUTO),
     )
     return 0
 

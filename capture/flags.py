@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from capture.errors import ConfigError
-from capture.formats import FORMAT_NAMES, parse_settings
+from capture.formats import FORMAT_NAMES, FormatSettings, parse_settings
 
 
 def add_command(
@@ -72,12 +72,14 @@ def format_of(key: str) -> str | None:
     return None
 
 
-def format_settings(
+def settings_by_format(
     pairs: Sequence[str], formats: Sequence[str], flag: str = "--format-option"
 ) -> dict[str, dict[str, str]]:
-    """Split ``KEY=VALUE`` format settings by the output format each key names.
+    """Split ``KEY=VALUE`` format settings by the output format each key names (as text).
 
-    Each format's settings are validated (``capture.formats.parse_settings``) on the way.
+    A key that names no format, or a format that is not an output, is a ConfigError; the
+    values are parsed where the settings are used (:func:`format_settings`, or the daemon's
+    config, which merges them with the file's first).
     """
     by_format: dict[str, dict[str, str]] = {f: {} for f in formats}
     for key, value in key_values(pairs, flag).items():
@@ -93,7 +95,14 @@ def format_settings(
                 f"(outputs: {', '.join(formats)})"
             )
         by_format[fmt][key] = value
-    for fmt, settings in by_format.items():
-        if fmt in FORMAT_NAMES:
-            parse_settings(fmt, settings)  # a bad value fails here, before any connection
     return by_format
+
+
+def format_settings(
+    pairs: Sequence[str], fmt: str, flag: str = "--format-option"
+) -> FormatSettings:
+    """The parsed settings of the one output format ``fmt`` (``tail``, ``produce-test-stream``).
+
+    Parsed once, here, before any connection: a bad value is a ConfigError naming its key.
+    """
+    return parse_settings(fmt, settings_by_format(pairs, [fmt], flag)[fmt])

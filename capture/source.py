@@ -26,6 +26,7 @@ from capture import dsn as dsn_util
 from capture.errors import ConfigError, DecodeError
 from capture.events import LogicalMessageEvent, StreamItem
 from capture.formats.base import FormatOptions
+from capture.formats.settings import FormatSettings
 from capture.lsn import format_lsn
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.position import Checkpoint
@@ -53,7 +54,7 @@ DISABLED_SENDER_RECEIVE_TIMEOUT: Final = 70.0
 walcast's reply requests every status interval still make a live walsender answer."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SourceConfig:
     """Where to read from and how. ``None`` options mean "the best the server supports"."""
 
@@ -218,7 +219,7 @@ class ReplicationSource:
         )
 
     def format_options(
-        self, settings: dict[str, str] | None = None, **extra: object
+        self, settings: FormatSettings | None = None, **extra: object
     ) -> FormatOptions:
         """Options for output formats, describing this source (``extra``: more fields)."""
         version = self.server.version_num
@@ -227,7 +228,7 @@ class ReplicationSource:
             source_version=f"{version // 10000}.{version % 10000}",
             database=self.server.database,
             server=host.split(",")[0] or "localhost",
-            settings=settings or {},
+            settings=settings,
             **extra,  # type: ignore[arg-type]
         )
 

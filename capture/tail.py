@@ -21,12 +21,15 @@ duplicates are detectable).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
-from collections.abc import Callable, Mapping
-from typing import IO, Any
+from collections.abc import Callable
+from typing import IO
 
 from capture.formats import format_class
+from capture.formats.settings import FormatSettings
+from capture.load_mode import SnapshotMode
 from capture.position import PositionLedger
 from capture.pump import Output, Pump, Source, needs_transaction_sizes
 from capture.replication import catalog
@@ -93,37 +96,40 @@ def describe_progress(progress: LoadProgress) -> str:
 def run_tail(
     config: SourceConfig,
     fmt: str,
-    settings: Mapping[str, Any],
+    settings: FormatSettings | None,
     out: IO[bytes],
     *,
     max_events: int | None = None,
     stop: Callable[[], bool] = lambda: False,
     load: LoadSettings | None = None,
-    snapshot: str | None = None,
+    snapshot: SnapshotMode = SnapshotMode.AUTO,
 ) -> int:
     """Print changes until ``max_events`` row changes or ``stop()``; return the count.
 
-    ``snapshot`` is the load mode (None: initial when tail creates the slot, else never).
+    ``snapshot`` is the load mode (auto: initial when tail creates the slot, else never);
+    ``load`` the readers and chunk size (the defaults when None).
     """
-    config.hold_transactions = needs_transaction_sizes([fmt])
+    config = dataclasses.replace(config, hold_transactions=needs_transaction_sizes([fmt]))
     with connect(config.dsn) as conn:
-        exists = find_slot(conn, config.slot) is not None
-        mode = resolve_mode(snapshot, slot_exists=exists, server_version=conn.info.server_version)
+        creating = config.create_slot and find_slot(conn, config.slot) is None
+        mode = resolve_mode(
+            snapshot, creating_slot=creating, server_version=conn.info.server_version
+        )
     progress = MemoryProgress()
-    if mode != "never":
+    if mode is not SnapshotMode.NEVER:
         record_initial_load(progress)
-        config.messages = True
+        config = dataclasses.replace(config, messages=True)
     side = SideConnection(config.dsn)
     replication = ReplicationSource(config, key_resolver=primary_key_resolver(side))
     ledger = PositionLedger()
     source: Source = replication
-    if mode != "never":
+    if mode is not SnapshotMode.NEVER:
         source = LoadingSource(
             replication,
             dsn=config.dsn,
             slot=config.slot,
             publications=config.publications,
-            settings=LoadSettings(mode, *((load.workers, load.chunk_rows) if load else ())),
+            settings=dataclasses.replace(load or LoadSettings(), mode=mode),
             progress=progress,
             delivered_lsn=lambda: ledger.delivered_lsn,
             count_rows=config.hold_transactions,
@@ -131,7 +137,7 @@ def run_tail(
         )
         source.stop = stop
     try:
-        encoder = format_class(fmt)(replication.format_options(dict(settings)))
+        encoder = format_class(fmt)(replication.format_options(settings))
         sink = StreamSink(out)
         pump = Pump(source, sink, [Output(fmt, encoder)], ledger)
         pump.run(stop, max_changes=max_events, poll_timeout=1.0)

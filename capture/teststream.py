@@ -182,7 +182,7 @@ def _kafka_sink(args: argparse.Namespace) -> KafkaSink:
 
 def command(args: argparse.Namespace) -> int:
     """Run ``walcast produce-test-stream``."""
-    settings = format_settings(args.format_option, [args.format])[args.format]
+    settings = format_settings(args.format_option, args.format)
     source = SyntheticSource(args.count, args.seed, args.tables)
     encoder_class = format_class(args.format)
     sink: KafkaSink | StreamSink

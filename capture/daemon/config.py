@@ -81,7 +81,9 @@ import structlog
 
 from capture import dsn as dsn_util
 from capture.errors import ConfigError
-from capture.formats import FORMAT_NAMES
+from capture.formats import FORMAT_NAMES, FormatSettings
+from capture.formats.settings import settings_text
+from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, MODES, SnapshotMode
 from capture.sinks.topics import LEGAL_TOPIC, validate_template
 
 log = structlog.get_logger("walcast.config")
@@ -223,13 +225,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
        "seconds without any message from the server (not even a keepalive) before the "
        "connection counts as lost and is retried (unset: a little above the server's "
        "wal_sender_timeout)", minimum=1, example=90.0),
-    _s("source", "snapshot", Kind.CHOICE, "auto",
+    _s("source", "snapshot", Kind.CHOICE, SnapshotMode.AUTO.value,
        "load existing rows first: auto, initial, never, initial-only (auto: initial "
        "when this run creates the slot, else never)",
-       choices=("auto", "initial", "never", "initial-only")),
-    _s("source", "snapshot_workers", Kind.INT, 2,
+       choices=MODES),
+    _s("source", "snapshot_workers", Kind.INT, DEFAULT_WORKERS,
        "connections that read tables for the initial load", minimum=1),
-    _s("source", "snapshot_chunk_rows", Kind.INT, 50_000,
+    _s("source", "snapshot_chunk_rows", Kind.INT, DEFAULT_CHUNK_ROWS,
        "rows per key-range chunk of the initial load", minimum=1),
     # -- [kafka] ----------------------------------------------------------------------------
     _s("kafka", "bootstrap_servers", Kind.TEXT, REQUIRED, "Kafka bootstrap servers",
@@ -326,8 +328,8 @@ class OutputConfig:
     format: str
     topic: str = DEFAULT_TOPIC
     transaction_topic: str = DEFAULT_TRANSACTION_TOPIC
-    settings: dict[str, str] = field(default_factory=dict)
-    """The format's settings as given (fully prefixed keys), already validated."""
+    settings: FormatSettings | None = None
+    """The format's settings, parsed once at load (None: the format's defaults)."""
 
 
 @dataclass(slots=True)
@@ -359,11 +361,11 @@ class DaemonConfig:
     receive_timeout: float | None = None
     """Seconds of silence from the server before the connection counts as lost (None: the
     runner's default, a little above the server's ``wal_sender_timeout``)."""
-    snapshot: str = "auto"
+    snapshot: SnapshotMode = SnapshotMode.AUTO
     """``auto`` (initial when the run creates the slot, else never), ``initial``,
     ``never`` or ``initial-only``."""
-    snapshot_workers: int = 2
-    snapshot_chunk_rows: int = 50_000
+    snapshot_workers: int = DEFAULT_WORKERS
+    snapshot_chunk_rows: int = DEFAULT_CHUNK_ROWS
     producer: dict[str, str] = field(default_factory=dict)
     security_protocol: str | None = None
     sasl_mechanism: str | None = None
@@ -685,7 +687,7 @@ def _outputs(raw: Any) -> list[OutputConfig]:
             )
         values = {s.key: _value(s, entry, f"{where}.{s.key}") for s in OUTPUT_SETTINGS}
         try:
-            parse_settings(values["format"], values["settings"])
+            values["settings"] = parse_settings(values["format"], values["settings"])
         except ConfigError as exc:
             raise ConfigError(f"{where}.settings: {exc.message}", hint=exc.hint) from None
         outputs.append(OutputConfig(**values))
@@ -736,6 +738,7 @@ def _validate(raw: Mapping[str, Any], environ: Mapping[str, str]) -> DaemonConfi
         for setting in _BY_SECTION[section].values():
             values[setting.key] = _value(setting, given, setting.name)
     outputs = _outputs(raw.get("outputs") or [])
+    values["snapshot"] = SnapshotMode(values["snapshot"])
     for key in values["producer"]:
         if "password" in key.lower() or "secret" in key.lower():
             raise ConfigError(
@@ -862,6 +865,9 @@ def render_toml(config: DaemonConfig) -> str:
         k: REDACTED if _SECRET_PRODUCER_KEY.search(k) else v for k, v in config.producer.items()
     }
     outputs = [{s.key: getattr(o, s.key) for s in OUTPUT_SETTINGS} for o in config.outputs]
+    for output in outputs:
+        given = output["settings"]
+        output["settings"] = settings_text(given) if given is not None else {}
     head = [
         "# Effective settings of `walcast run` (file, then environment, then flags); secrets",
         "# redacted. Producer settings apply over walcast's durable defaults.",

@@ -47,6 +47,7 @@ from capture.errors import (
 from capture.events import pg_ts_to_datetime
 from capture.formats import format_class
 from capture.identity import SourceIdentity
+from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.lsn import format_lsn
 from capture.position import PositionLedger
 from capture.pump import HEARTBEAT_PREFIX, Output, Pump, Source, needs_transaction_sizes
@@ -107,7 +108,7 @@ class Daemon:
         """The highest commit LSN whose messages this process produced (any session)."""
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
-        self._load_mode: str | None = None
+        self._load_mode: SnapshotMode | None = None
         self.finished = False
         """``initial-only``: the load is done and delivered; the daemon exits."""
 
@@ -471,25 +472,20 @@ class Daemon:
                 )
         else:
             progress.read_generation()
-        requested: str | None = None if config.snapshot == "auto" else config.snapshot
-        if requested is None and not creating:
-            requested = "never"
-        if version < 140000:
-            if requested is None:
+        mode = resolve_mode(config.snapshot, creating_slot=creating, server_version=version)
+        if version < MIN_SERVER_FOR_LOADS:
+            if creating and config.snapshot is SnapshotMode.AUTO:
                 log.warning(
                     "initial_load_unavailable",
                     slot=config.slot,
                     detail="loading existing rows needs PostgreSQL 14 or newer; walcast "
                     "streams the changes made from now on only",
                 )
-                return progress, None
-            resolve_mode(requested, slot_exists=not creating, server_version=version)
             return progress, None
-        mode = resolve_mode(requested, slot_exists=not creating, server_version=version)
-        if self._load_mode is None or mode != "never":
+        if self._load_mode is None or mode is not SnapshotMode.NEVER:
             self._load_mode = mode
         if (
-            mode != "never"
+            mode is not SnapshotMode.NEVER
             and record_initial_load(progress)
             and sink.drain(PROGRESS_RECORD_TIMEOUT)
         ):

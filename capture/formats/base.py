@@ -24,8 +24,8 @@ import base64
 import functools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from capture.events import (
@@ -35,7 +35,7 @@ from capture.events import (
     TransactionBegin,
     TransactionCommit,
 )
-from capture.formats.settings import FormatSettings, resolve_settings
+from capture.formats.settings import FormatSettings, own_settings
 from capture.lsn import format_lsn
 
 
@@ -103,10 +103,9 @@ class FormatOptions:
     """The source database name."""
     server: str = "localhost"
     """The source server's name, where a format carries one (Qlik lineage)."""
-    settings: Mapping[str, Any] | FormatSettings = field(default_factory=dict)
-    """The format's own settings: its parsed ``Settings`` object
-    (:func:`capture.formats.parse_settings`), or the raw fully prefixed mapping, which the
-    encoder parses (a ConfigError naming ``<format>.<key>`` for a bad one)."""
+    settings: FormatSettings | None = None
+    """The format's own settings, parsed once where they were given
+    (:func:`capture.formats.parse_settings`); None: the format's defaults."""
     clock: Callable[[], float] = time.time
     """Wall clock (Unix seconds) for the fields that say when a message was built; test
     streams inject a fixed one so that their bytes are deterministic."""
@@ -156,7 +155,7 @@ class Encoder(ABC):
 
     def __init__(self, options: FormatOptions | None = None) -> None:
         self.options = options if options is not None else FormatOptions()
-        self.settings = resolve_settings(self.settings_class, self.name, self.options.settings)
+        self.settings = own_settings(self.settings_class, self.name, self.options.settings)
         self._clock = self.options.clock
         """The wall clock of the fields that say when a message was built."""
 

@@ -14,9 +14,9 @@ Every encoder module declares ``Settings``, a frozen dataclass derived from
   parser in ``field(metadata={PARSE: fn})``; ``fn(key, value)`` returns the value or raises
   a ConfigError naming ``key``. :meth:`FormatSettings.check` validates combinations.
 
-Encoders take either the parsed object or the raw mapping in ``FormatOptions.settings``
-(:func:`resolve_settings`), so the daemon config and the CLI validate settings when they
-load, before any connection, and library callers may still pass a plain dict.
+Settings are parsed once, where they are given (the daemon's config, the ``--format-option``
+flags), before any connection; encoders receive the parsed object in
+``FormatOptions.settings`` (:func:`own_settings`), never text.
 """
 
 from __future__ import annotations
@@ -136,31 +136,49 @@ def parse_into(cls: type[S], format_name: str, settings: Mapping[str, Any]) -> S
     return parsed
 
 
-def resolve_settings(
-    cls: type[S], format_name: str, settings: Mapping[str, Any] | FormatSettings
-) -> S:
-    """``settings`` as ``cls``: a parsed object as is, a raw mapping parsed.
+def settings_text(settings: FormatSettings) -> dict[str, str]:
+    """The settings that differ from the format's defaults, as fully prefixed text.
 
-    A parsed object of another format is a ConfigError (it belongs to another output).
+    What a user would write to get ``settings`` (``--print-config``): parsing it gives
+    ``settings`` back.
     """
-    if isinstance(settings, cls):
-        return settings
-    if isinstance(settings, FormatSettings):
+    cls = type(settings)
+    defaults = cls()
+    text: dict[str, str] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        value = getattr(settings, f.name)
+        if value != getattr(defaults, f.name):
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
+            text[f"{cls.format_name}.{f.name}"] = shown
+    return text
+
+
+def own_settings(cls: type[S], format_name: str, settings: FormatSettings | None) -> S:
+    """``settings`` as ``cls`` (None: the defaults).
+
+    Parsed settings of another format are a ConfigError (they belong to another output).
+    """
+    if settings is None:
+        defaults = cls()
+        defaults.check()
+        return defaults
+    if not isinstance(settings, cls):
         raise ConfigError(
             f"settings of format {type(settings).format_name or type(settings).__module__} "
             f"given to format {format_name}"
         )
-    return parse_into(cls, format_name, settings)
+    return settings
 
 
 __all__ = [
     "PARSE",
     "FormatSettings",
+    "own_settings",
     "parse_into",
     "prefixes",
-    "resolve_settings",
     "setting_choice",
     "setting_flag",
     "setting_int",
+    "settings_text",
     "valid_keys",
 ]

@@ -38,6 +38,7 @@ import psycopg
 import structlog
 
 from capture.errors import ConfigError, ConnectionLostError, WalcastError
+from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, SnapshotMode
 from capture.lsn import format_lsn
 from capture.replication import catalog
 from capture.replication.catalog import TableLayout
@@ -52,20 +53,18 @@ REQUEST_PREFIX: Final = "walcast.snapshot.request"
 INITIAL_REQUEST: Final = "initial"
 ALL_TABLES: Final = "*"
 """The table name of a record that stands for every table of the publications."""
-MODES: Final = ("initial", "never", "initial-only")
-
-
 @dataclass(frozen=True, slots=True)
 class LoadSettings:
-    """How to load: ``mode`` (initial, never, initial-only), parallel readers, chunk size."""
+    """How to load: ``mode`` (resolved: initial, never, initial-only), readers, chunk size."""
 
-    mode: str = "never"
-    workers: int = 2
-    chunk_rows: int = 50_000
+    mode: SnapshotMode = SnapshotMode.NEVER
+    workers: int = DEFAULT_WORKERS
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"--snapshot: {self.mode!r} is not one of {', '.join(MODES)}")
+        object.__setattr__(self, "mode", SnapshotMode(self.mode))  # its name is accepted too
+        if self.mode is SnapshotMode.AUTO:
+            raise ConfigError("--snapshot: auto must be resolved before a load (resolve_mode)")
         if self.workers < 1:
             raise ConfigError(f"--snapshot-workers: {self.workers} must be at least 1")
         if self.chunk_rows < 1:

@@ -78,12 +78,12 @@ import structlog
 
 from capture.events import LogicalMessageEvent, StreamItem
 from capture.interfaces import SourceWrapper
+from capture.load_mode import SnapshotMode
 from capture.position import Checkpoint
 from capture.relcache import RelationCache
 from capture.snapshot.assigner import (
     ALL_TABLES,
     INITIAL_REQUEST,
-    MODES,
     REQUEST_PREFIX,
     ChunkAssigner,
     LoadProgress,
@@ -107,7 +107,6 @@ from capture.source import ReplicationSource
 __all__ = [
     "ALL_TABLES",
     "INITIAL_REQUEST",
-    "MODES",
     "RECENT_TRANSACTIONS",
     "REQUEST_PREFIX",
     "LoadProgress",
@@ -184,7 +183,11 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
     @property
     def finished(self) -> bool:
         """With ``initial-only``: the load is done and Kafka confirmed all of it."""
-        return self.settings.mode == "initial-only" and self._assigner.done and not self._in_flight
+        return (
+            self.settings.mode is SnapshotMode.INITIAL_ONLY
+            and self._assigner.done
+            and not self._in_flight
+        )
 
     @property
     def requested(self) -> bool:

@@ -26,30 +26,32 @@ import psycopg
 from capture import dsn as dsn_util
 from capture.errors import ConfigError, SetupError
 from capture.flags import add_command
+from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.replication import catalog
 from capture.replication.setup import connect
-from capture.snapshot.assigner import ALL_TABLES, INITIAL_REQUEST, MODES, REQUEST_PREFIX
+from capture.snapshot.assigner import ALL_TABLES, INITIAL_REQUEST, REQUEST_PREFIX
 from capture.snapshot.progress import ProgressStore, TableProgress
 
 
-def resolve_mode(mode: str | None, *, slot_exists: bool, server_version: int) -> str:
-    """The load mode to use: ``None`` (auto) is initial for a new slot, never otherwise.
+def resolve_mode(
+    mode: SnapshotMode, *, creating_slot: bool, server_version: int
+) -> SnapshotMode:
+    """The load mode to use: ``auto`` is initial when the slot is created now, else never.
 
-    Loads need PostgreSQL 14 (logical messages): not asked for, a new slot on an older
-    server only streams; asked for, it is refused in one line.
+    Loads need PostgreSQL 14 (logical messages): ``auto`` on an older server only streams;
+    ``initial`` and ``initial-only`` are refused there in one line.
     """
-    if mode is None and server_version < 140000:
-        return "never"
-    resolved = mode or ("never" if slot_exists else "initial")
-    if resolved not in MODES:
-        raise ConfigError(f"--snapshot: {resolved!r} is not one of {', '.join(MODES)}")
-    if resolved != "never" and server_version < 140000:
+    if mode is SnapshotMode.AUTO:
+        if creating_slot and server_version >= MIN_SERVER_FOR_LOADS:
+            return SnapshotMode.INITIAL
+        return SnapshotMode.NEVER
+    if mode is not SnapshotMode.NEVER and server_version < MIN_SERVER_FOR_LOADS:
         raise ConfigError(
-            f"--snapshot {resolved}: loading needs PostgreSQL 14 or newer (logical messages "
+            f"--snapshot {mode}: loading needs PostgreSQL 14 or newer (logical messages "
             "in pgoutput)",
             hint="use --snapshot never, or upgrade the server",
         )
-    return resolved
+    return mode
 
 
 def record_initial_load(progress: ProgressStore) -> bool:

@@ -9,11 +9,12 @@ deterministic: the same ``(count, seed, tables)`` and settings give the same out
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any, Final
 
 from capture.events import PG_EPOCH_US, StreamItem, TransactionBegin
 from capture.formats.base import FormatOptions
+from capture.formats.settings import FormatSettings
 from capture.synthetic.shop import DATABASE, SERVER, SOURCE_VERSION, generate
 
 BATCH: Final = 4096
@@ -38,7 +39,7 @@ class SyntheticClock:
 
 
 def format_options(
-    settings: Mapping[str, Any] | None = None,
+    settings: FormatSettings | None = None,
     clock: SyntheticClock | None = None,
     **extra: Any,
 ) -> FormatOptions:
@@ -48,7 +49,7 @@ def format_options(
         source_version=SOURCE_VERSION,
         database=DATABASE,
         server=SERVER,
-        settings=settings or {},
+        settings=settings,
         clock=clock if clock is not None else SyntheticClock(),
         **extra,
     )
@@ -70,7 +71,7 @@ class SyntheticSource:
         self._finished = False
         self.acknowledged = 0
 
-    def options(self, settings: Mapping[str, Any] | None = None, **extra: Any) -> FormatOptions:
+    def options(self, settings: FormatSettings | None = None, **extra: Any) -> FormatOptions:
         """Format options whose clock this source drives."""
         return format_options(settings, self.clock, **extra)
 

@@ -7,11 +7,18 @@ import argparse
 import pytest
 
 from capture.errors import ConfigError
-from capture.flags import add_command, format_of, format_settings, int_at_least, key_values
+from capture.flags import (
+    add_command,
+    format_of,
+    format_settings,
+    int_at_least,
+    key_values,
+    settings_by_format,
+)
 
 
 def test_keys_go_to_the_format_they_name() -> None:
-    routed = format_settings(
+    routed = settings_by_format(
         ["ibm.column_delimiter=;", "dts_avro.heartbeats=false", "canal.bytea=hex"],
         ["ibm", "dts-avro", "canal"],
     )
@@ -26,19 +33,24 @@ def test_an_unprefixed_key_is_an_error_with_the_fix() -> None:
     with pytest.raises(
         ConfigError, match=r"'column_delimiter' names no format.*ibm\.column_delimiter"
     ):
-        format_settings(["column_delimiter=;"], ["ibm"])
+        settings_by_format(["column_delimiter=;"], ["ibm"])
 
 
 def test_a_key_of_a_format_that_is_not_an_output_is_an_error() -> None:
     with pytest.raises(ConfigError, match="setting of format ibm, which is not an output here"):
-        format_settings(["ibm.column_delimiter=;"], ["canal"])
+        settings_by_format(["ibm.column_delimiter=;"], ["canal"])
 
 
 def test_bad_values_fail_before_any_connection() -> None:
     with pytest.raises(ConfigError, match=r"ibm\.column_delimiter"):
-        format_settings(["ibm.column_delimiter=x"], ["ibm"])
+        format_settings(["ibm.column_delimiter=x"], "ibm")
     with pytest.raises(ConfigError, match=r"canal\.nope"):
-        format_settings(["canal.nope=1"], ["canal"])
+        format_settings(["canal.nope=1"], "canal")
+
+
+def test_one_format_s_settings_are_parsed_once_into_its_settings_class() -> None:
+    parsed = format_settings(["ibm.column_delimiter=;", "ibm.identifier=PG"], "ibm")
+    assert (parsed.column_delimiter, parsed.identifier) == (";", "PG")  # type: ignore[attr-defined]
 
 
 def test_pairs_need_an_equals_sign() -> None:

@@ -24,7 +24,7 @@ from capture.events import (
     TransactionCommit,
     pg_ts_to_datetime,
 )
-from capture.formats import FORMAT_NAMES, encoder_for
+from capture.formats import FORMAT_NAMES, encoder_for, parse_settings
 from capture.formats.ibm import HEADER_FIELDS, split_records
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, ReplicaIdentity
@@ -226,7 +226,7 @@ def test_tables_repeat_with_suffixes_and_come_from_relation_messages() -> None:
 
 
 def _produce(fmt: str, count: int = 400, seed: int = 1, tables: int = 8, settings=None) -> bytes:
-    encoder = encoder_for(fmt, format_options(settings or {}))
+    encoder = encoder_for(fmt, format_options(parse_settings(fmt, settings or {})))
     out: list[bytes] = []
     produce(
         encoder,

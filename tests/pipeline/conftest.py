@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from capture.formats import encoder_for
+from capture.formats import encoder_for, parse_settings
 from capture.formats.layout import layout_record
 from capture.synthetic import build_tables, format_options, generate, table_specs
 from capture.teststream import produce
@@ -69,7 +69,7 @@ RECORD_SCHEMA = (
 
 def encoded(fmt: str, count: int, seed: int = 7, tables: int = 8, **settings: str) -> list:
     """The messages ``walcast produce-test-stream`` writes for these arguments."""
-    encoder = encoder_for(fmt, format_options(dict(settings)))
+    encoder = encoder_for(fmt, format_options(parse_settings(fmt, dict(settings))))
     out: list = []
     produce(encoder, generate(count, seed, tables), out.append)
     return out

@@ -8,6 +8,7 @@ import pytest
 
 from capture.daemon.config import Secret, load
 from capture.errors import ConfigError
+from capture.formats import parse_settings
 
 GOOD = """
 [source]
@@ -47,7 +48,7 @@ def test_file_is_loaded(tmp_path: Path) -> None:
     config = load(write(tmp_path, GOOD), NO_CLI, {})
     assert config.publications == ["pub_a", "pub_b"]
     assert [o.format for o in config.outputs] == ["canal", "ibm"]
-    assert config.outputs[0].settings == {"canal.database_name": "schema"}
+    assert config.outputs[0].settings == parse_settings("canal", {"canal.database_name": "schema"})
     assert config.outputs[1].transaction_topic == "cdc.ibm"
     settings = config.producer_settings()
     assert settings["compression.type"] == "zstd"

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from capture.events import ChangeEvent, Image, Op
+from capture.formats import parse_settings
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
 from capture.formats.canal import CanalEncoder, declared_type, utc_wall_clock
@@ -38,7 +39,9 @@ ALPHABETICAL = [
 
 
 def docs(events: list[ChangeEvent], **settings: Any) -> list[dict[str, Any]]:
-    encoder = CanalEncoder(FormatOptions(database="shop", settings=settings))
+    encoder = CanalEncoder(
+        FormatOptions(database="shop", settings=parse_settings("canal", settings))
+    )
     return [orjson.loads(m.value) for m in encode(encoder, events)]
 
 
@@ -327,7 +330,12 @@ def test_truncate_is_a_ddl_message() -> None:
 
 def test_truncate_skip_setting() -> None:
     ev = ChangeEvent(Op.TRUNCATE, ORDERS, None, None, 700, 0x16B3748, 0, 1)
-    assert CanalEncoder(FormatOptions(settings={"canal.truncate": "skip"})).change(ev) == []
+    assert (
+        CanalEncoder(
+            FormatOptions(settings=parse_settings("canal", {"canal.truncate": "skip"}))
+        ).change(ev)
+        == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -336,7 +344,7 @@ def test_truncate_skip_setting() -> None:
 def test_load_rows_type_setting(settings: dict[str, str], expected: str) -> None:
     row = {"id": "7", "note": "loaded", "qty": "2"}
     ev = event(Op.SNAPSHOT, ORDERS, after=row, xid=0)
-    got = CanalEncoder(FormatOptions(settings=settings)).document(ev)
+    got = CanalEncoder(FormatOptions(settings=parse_settings("canal", settings))).document(ev)
     assert got is not None
     assert (got["type"], got["old"], got["data"][0]["id"]) == (expected, None, "7")
 

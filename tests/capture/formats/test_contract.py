@@ -103,7 +103,7 @@ def test_registered_under_its_name(fmt: str) -> None:
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
 def test_every_message_of_a_synthetic_stream_follows_the_schema(fmt: str) -> None:
     check = message_checker(fmt)
-    encoder = encoder_for(fmt, format_options({}))
+    encoder = encoder_for(fmt, format_options())
     changes = 0
     for message in encode_items(encoder, list(generate(400, seed=3, tables=8))):
         check(message.value)
@@ -122,7 +122,7 @@ def test_every_message_of_a_synthetic_stream_follows_the_schema(fmt: str) -> Non
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
 def test_golden_stream(fmt: str) -> None:
     """``produce-test-stream`` output, byte for byte (``WALCAST_UPDATE_GOLDEN=1`` rewrites)."""
-    data = assert_golden_stream(encoder_for(fmt, format_options({})), golden_path(fmt))
+    data = assert_golden_stream(encoder_for(fmt, format_options()), golden_path(fmt))
     if fmt == "ibm":
         return  # one line per record, not per message: checked record by record in test_ibm
     check = message_checker(fmt)
@@ -205,7 +205,7 @@ def _decode_lines(fmt: str, data: bytes) -> list[bytes]:
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
 def test_produce_writes_one_frame_per_message(fmt: str) -> None:
     out: list[bytes] = []
-    encoder = encoder_for(fmt, format_options({}))
+    encoder = encoder_for(fmt, format_options())
     _, messages = produce(encoder, generate(40, seed=1, tables=4), lambda m: out.append(m.value))
     assert len(out) == messages
     check: Callable[[bytes], Any] = message_checker(fmt)

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from capture.events import ChangeEvent, Op
+from capture.formats import parse_settings
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
 from capture.formats.dataworks import (
@@ -51,7 +52,9 @@ SEQUENCE = re.compile(r"^\d{30}$")
 
 
 def options(database: str = "shop", **settings: Any) -> FormatOptions:
-    return FormatOptions(source_version="16.4", database=database, settings=settings)
+    return FormatOptions(
+        source_version="16.4", database=database, settings=parse_settings("dataworks", settings)
+    )
 
 
 def docs(events: list[ChangeEvent], database: str = "shop", **settings: Any) -> list[dict]:
@@ -292,7 +295,7 @@ def test_transaction_records_are_off_by_default_and_can_be_turned_on() -> None:
 def test_values_have_the_json_types_the_dataworks_spec_lists(timestamp_type: str) -> None:
     """Every value of a synthetic stream (all of walcast's types) has its declared type."""
     settings = {"dataworks.timestamp_type": timestamp_type, "dataworks.update_records": "single"}
-    encoder = DataWorksEncoder(format_options(settings))
+    encoder = DataWorksEncoder(format_options(parse_settings("dataworks", settings)))
     seen: set[str] = set()
     for item in generate(600, seed=9, tables=8):
         for message in encoder.encode(item):

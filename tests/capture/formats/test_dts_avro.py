@@ -25,7 +25,7 @@ from capture.events import (
     TransactionBegin,
     TransactionCommit,
 )
-from capture.formats import FormatOptions, encoder_for
+from capture.formats import FormatOptions, encoder_for, parse_settings
 from capture.formats._common import row_key, truncate_sql
 from capture.formats.avro import zigzag
 from capture.formats.dts_avro import DtsAvroEncoder
@@ -539,7 +539,9 @@ def test_ids_follow_the_commit_lsn_and_never_go_back() -> None:
 def test_transaction_records_are_off_by_default_and_can_be_enabled() -> None:
     table = keyed_table(ORDERS)
     assert DtsAvroEncoder().begin(TransactionBegin(700, LSN, TS, 1)) == []
-    enc = DtsAvroEncoder(FormatOptions(settings={"dts-avro.transaction_records": "true"}))
+    enc = DtsAvroEncoder(
+        FormatOptions(settings=parse_settings("dts-avro", {"dts-avro.transaction_records": "true"}))
+    )
     [begin] = enc.begin(TransactionBegin(700, LSN, TS, 1))
     change = one(enc, event(Op.INSERT, table, after={"id": "1"}))
     [commit] = enc.commit(TransactionCommit(700, LSN, LSN + 56, TS, 1))
@@ -562,7 +564,9 @@ def test_heartbeat_records() -> None:
     assert record["sourceTimestamp"] == now_us // 1_000_000
     assert record["tags"] == {}
     assert message.kind == "heartbeat"
-    off = DtsAvroEncoder(FormatOptions(settings={"dts-avro.heartbeats": "off"}))
+    off = DtsAvroEncoder(
+        FormatOptions(settings=parse_settings("dts-avro", {"dts-avro.heartbeats": "off"}))
+    )
     assert off.heartbeat(LSN, now_us) == []
 
 
@@ -582,7 +586,7 @@ def test_registry_and_tail_framing() -> None:
 
 
 def test_synthetic_stream_decodes_and_round_trips() -> None:
-    encoder = DtsAvroEncoder(format_options({}))
+    encoder = DtsAvroEncoder(format_options())
     messages: list = []
     items = list(generate(2500, seed=5, tables=8))
     events = [i for i in items if isinstance(i, ChangeEvent)]

@@ -25,7 +25,7 @@ from capture.events import (
     TransactionCommit,
     pg_ts_to_datetime,
 )
-from capture.formats import EncodedMessage, FormatOptions
+from capture.formats import EncodedMessage, FormatOptions, parse_settings
 from capture.formats.ibm import (
     HEADER_BYTES,
     HEADER_FIELDS,
@@ -163,7 +163,11 @@ def test_commit_lsn_groups_are_the_lsn_halves() -> None:
 def test_identifier_and_plan_name_settings() -> None:
     table = keyed_table(ORDERS)
     enc = IbmDelimitedEncoder(
-        FormatOptions(settings={"ibm.identifier": 'WAL"CAST', "ibm.plan_name": "ASNQCAP"})
+        FormatOptions(
+            settings=parse_settings(
+                "ibm", {"ibm.identifier": 'WAL"CAST', "ibm.plan_name": "ASNQCAP"}
+            )
+        )
     )
     [message] = encode_txn(enc, [event(Op.INSERT, table, after={"id": "1"})])
     assert b'"WAL""CAST"' in message.value
@@ -274,7 +278,7 @@ def test_decimal_character_and_custom_delimiters() -> None:
         "ibm.string_delimiter": "'",
         "ibm.decimal_character": ",",
     }
-    enc = IbmDelimitedEncoder(FormatOptions(settings=settings))
+    enc = IbmDelimitedEncoder(FormatOptions(settings=parse_settings("ibm", settings)))
     values = dict(VALUES, txt="it's | a ' test,\x1e", f8="0.5")
     [message] = encode_txn(enc, [event(Op.INSERT, table, after=values)])
     assert message.value.endswith(b"\x1e")
@@ -384,7 +388,9 @@ def test_unchanged_toast_without_old_value_is_empty_and_flagged() -> None:
     fields = records(message.value)[0]
     assert fields[1] == "IBM-INVALID-COLUMN-002A-NULL"
     assert fields[12:] == ["1", None, None, "1", None, "2"]
-    custom = IbmDelimitedEncoder(FormatOptions(settings={"ibm.identifier": "PG"}))
+    custom = IbmDelimitedEncoder(
+        FormatOptions(settings=parse_settings("ibm", {"ibm.identifier": "PG"}))
+    )
     [message] = encode_txn(custom, [event(Op.UPDATE, table, after=after)])
     assert records(message.value)[0][1] == "PG-INVALID-COLUMN-002A-NULL"
 
@@ -427,7 +433,9 @@ def test_large_transactions_are_segmented_at_record_boundaries(limit: int) -> No
     table = keyed_table(ORDERS)
     events = _big_txn(table, 200)
     whole = b"".join(m.value for m in encode_txn(IbmDelimitedEncoder(), events))
-    enc = IbmDelimitedEncoder(FormatOptions(settings={"ibm.max_message_size": str(limit)}))
+    enc = IbmDelimitedEncoder(
+        FormatOptions(settings=parse_settings("ibm", {"ibm.max_message_size": str(limit)}))
+    )
     messages = []
     for e in events:
         got = enc.change(e)
@@ -452,7 +460,9 @@ def test_large_transactions_are_segmented_at_record_boundaries(limit: int) -> No
 
 def test_a_record_larger_than_the_limit_travels_alone() -> None:
     table = keyed_table(ORDERS)
-    enc = IbmDelimitedEncoder(FormatOptions(settings={"ibm.max_message_size": "256"}))
+    enc = IbmDelimitedEncoder(
+        FormatOptions(settings=parse_settings("ibm", {"ibm.max_message_size": "256"}))
+    )
     events = [
         event(Op.INSERT, table, after={"id": "1"}, ordinal=1),
         event(Op.INSERT, table, after={"id": "2", "note": "x" * 1000}, ordinal=2),
@@ -508,12 +518,16 @@ def test_frame_for_tail_prints_one_line_per_record() -> None:
 
 def test_escapes_accepted_and_settings_of_other_formats_rejected() -> None:
     enc = IbmDelimitedEncoder(
-        FormatOptions(settings={"ibm.column_delimiter": "\\t", "ibm.max_message_size": 4096})
+        FormatOptions(
+            settings=parse_settings(
+                "ibm", {"ibm.column_delimiter": "\\t", "ibm.max_message_size": 4096}
+            )
+        )
     )
     assert enc.settings.column_delimiter == "\t"
     assert enc.settings.max_message_size == enc.max_message_size == 4096
     with pytest.raises(ConfigError, match=r"canal\.x: not a setting of format ibm"):
-        IbmDelimitedEncoder(FormatOptions(settings={"canal.x": "1"}))
+        IbmDelimitedEncoder(FormatOptions(settings=parse_settings("ibm", {"canal.x": "1"})))
 
 
 # --------------------------------------------------------------------------- streams
@@ -676,7 +690,7 @@ def test_an_explicit_size_the_sink_cannot_take_is_a_config_error() -> None:
     options = FormatOptions(
         database="shop",
         max_message_bytes=PRODUCER_MAX - DAEMON_ENVELOPE,
-        settings={"ibm.max_message_size": "1000000"},
+        settings=parse_settings("ibm", {"ibm.max_message_size": "1000000"}),
     )
     with pytest.raises(ConfigError, match=r"^ibm\.max_message_size: 1000000 bytes do not fit"):
         IbmDelimitedEncoder(options)
@@ -719,7 +733,9 @@ def test_a_big_transaction_at_the_defaults_fits_the_producer_limit(kafka_bootstr
         assert _produce(kafka_bootstrap, topic, messages) == []
         delivered = read_all(kafka_bootstrap, [topic])
         assert [r.value for r in delivered] == [m.value for m in messages]
-        former = FormatOptions(database="shop", settings={"ibm.max_message_size": "1000000"})
+        former = FormatOptions(
+            database="shop", settings=parse_settings("ibm", {"ibm.max_message_size": "1000000"})
+        )
         errors = _produce(
             kafka_bootstrap, topic, encode_txn(IbmDelimitedEncoder(former), _big_transaction())
         )

@@ -14,6 +14,7 @@ import jsonschema
 import orjson
 
 from capture.events import ChangeEvent, Op, TransactionBegin, TransactionCommit
+from capture.formats import parse_settings
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
 from capture.formats.qlik import QlikEncoder
@@ -35,7 +36,7 @@ HEADERS = [
 
 def data_messages(events: list[ChangeEvent], **settings: Any) -> list[dict[str, Any]]:
     """The DT ``message`` objects of one transaction (MD messages left out)."""
-    encoder = QlikEncoder(FormatOptions(server="db1", settings=settings))
+    encoder = QlikEncoder(FormatOptions(server="db1", settings=parse_settings("qlik", settings)))
     docs = [orjson.loads(m.value) for m in encode(encoder, events)]
     return [d["message"] for d in docs if d["type"] == "DT"]
 
@@ -366,7 +367,9 @@ def test_metadata_before_the_first_data_of_each_table_only() -> None:
         event(Op.INSERT, other, after={"sku": "a"}, ordinal=2),
         event(Op.INSERT, ORDERS, after={"id": "2"}, ordinal=3),
     ]
-    encoder = QlikEncoder(FormatOptions(server="db1", settings={"qlik.task": "orders-cdc"}))
+    encoder = QlikEncoder(
+        FormatOptions(server="db1", settings=parse_settings("qlik", {"qlik.task": "orders-cdc"}))
+    )
     messages = encode(encoder, events)
     kinds = [(orjson.loads(m.value)["type"], m.kind) for m in messages]
     md_kind, dt_kind = ("MD", "metadata"), ("DT", "change")

@@ -16,6 +16,7 @@ import pytest
 
 from capture.errors import WalcastError
 from capture.events import ChangeEvent, Op, TransactionBegin
+from capture.formats import parse_settings
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
 from capture.formats.shareplex import ShareplexEncoder, TransactionSizeError
@@ -35,7 +36,7 @@ META_KEYS = [
 
 
 def docs(events: list[ChangeEvent], count: int | None = None, **settings: Any) -> list[dict]:
-    encoder = ShareplexEncoder(FormatOptions(settings=settings))
+    encoder = ShareplexEncoder(FormatOptions(settings=parse_settings("shareplex", settings)))
     return [orjson.loads(m.value) for m in encode(encoder, events, count)]
 
 
@@ -298,7 +299,9 @@ def test_truncate() -> None:
     got = one(ev)
     assert got["meta"]["op"] == "truncate"
     assert got["data"] == {}
-    encoder = ShareplexEncoder(FormatOptions(settings={"shareplex.truncate": "skip"}))
+    encoder = ShareplexEncoder(
+        FormatOptions(settings=parse_settings("shareplex", {"shareplex.truncate": "skip"}))
+    )
     assert encode(encoder, [ev]) == []
 
 

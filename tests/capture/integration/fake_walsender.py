@@ -8,7 +8,8 @@ can prove that nothing at or after a bad message was acknowledged.
 
 Protocol covered: SSL/GSS requests (refused), trust authentication, simple and extended
 queries (answered by matching the SQL text, every column as text unless typed), and
-``START_REPLICATION`` (CopyBoth with XLogData, CopyDone on the client's CopyDone).
+``IDENTIFY_SYSTEM`` (timeline 1), ``START_REPLICATION`` (CopyBoth with XLogData, CopyDone
+on the client's CopyDone).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def _answer(sql: str, slot: str) -> Answer:
         names = ("version", "wal_level", "database", "encoding", "standby")
         row = ("150000", "logical", "fake", "UTF8", "false")
         return Answer([(n, _TEXT) for n in names], [row])
+    if sql.strip().rstrip(";") == "IDENTIFY_SYSTEM":
+        columns = [("systemid", _TEXT), ("timeline", _INT4), ("xlogpos", _TEXT), ("dbname", _TEXT)]
+        return Answer(columns, [("7000000000000000001", "1", "0/100", "fake")])
     if "name = 'wal_sender_timeout'" in sql:
         return Answer([("setting", _INT8)], [("60000",)])
     if "FROM pg_publication WHERE" in sql:
