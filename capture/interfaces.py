@@ -114,9 +114,7 @@ class Sink(Protocol):
     def close_unit(self, unit: Unit) -> None:
         """The unit's last message was sent."""
 
-    def send(
-        self, output: Output, messages: list[EncodedMessage], unit: Unit | None
-    ) -> None:
+    def send(self, output: Output, messages: list[EncodedMessage], unit: Unit | None) -> None:
         """Send ``output``'s messages; count them on ``unit`` (None: untracked, e.g. heartbeats)."""
 
     def send_change(self, output: Output, event: ChangeEvent, unit: Unit | None) -> None:

@@ -498,9 +498,7 @@ class KafkaSink:
     def close_unit(self, unit: Unit) -> None:
         """Nothing to do: the unit is delivered when its last report arrives."""
 
-    def send(
-        self, output: Output, messages: list[EncodedMessage], unit: Unit | None
-    ) -> None:
+    def send(self, output: Output, messages: list[EncodedMessage], unit: Unit | None) -> None:
         """Produce ``messages`` to ``output``'s topics; count them on ``unit``."""
         if not messages:
             return

@@ -323,9 +323,7 @@ class TransactionalKafkaSink(KafkaSink):
         ):
             self._due = True
 
-    def send(
-        self, output: Output, messages: list[EncodedMessage], unit: Unit | None
-    ) -> None:
+    def send(self, output: Output, messages: list[EncodedMessage], unit: Unit | None) -> None:
         """Produce ``messages`` inside the open Kafka transaction (one is begun if needed)."""
         if not messages:
             return

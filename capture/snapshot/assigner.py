@@ -53,6 +53,8 @@ REQUEST_PREFIX: Final = "walcast.snapshot.request"
 INITIAL_REQUEST: Final = "initial"
 ALL_TABLES: Final = "*"
 """The table name of a record that stands for every table of the publications."""
+
+
 @dataclass(frozen=True, slots=True)
 class LoadSettings:
     """How to load: ``mode`` (resolved: initial, never, initial-only), readers, chunk size."""

@@ -33,9 +33,7 @@ from capture.snapshot.assigner import ALL_TABLES, INITIAL_REQUEST, REQUEST_PREFI
 from capture.snapshot.progress import ProgressStore, TableProgress
 
 
-def resolve_mode(
-    mode: SnapshotMode, *, creating_slot: bool, server_version: int
-) -> SnapshotMode:
+def resolve_mode(mode: SnapshotMode, *, creating_slot: bool, server_version: int) -> SnapshotMode:
     """The load mode to use: ``auto`` is initial when the slot is created now, else never.
 
     Loads need PostgreSQL 14 (logical messages): ``auto`` on an older server only streams;
