@@ -24,15 +24,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final
 
+from capture.assembly import OutputPlan, synthetic_pipeline
 from capture.errors import ConfigError, WalcastError
 from capture.events import ChangeEvent, StreamItem
 from capture.flags import add_command, format_settings, int_at_least
-from capture.formats import FORMAT_NAMES, EncodedMessage, Encoder, format_class
+from capture.formats import FORMAT_NAMES, EncodedMessage, Encoder
 from capture.identity import SYNTHETIC_SYSTEM, SourceIdentity
-from capture.position import PositionLedger
-from capture.pump import Output, Pump
 from capture.sinks.stream import StreamSink
-from capture.sinks.topics import TopicNamer
 from capture.synthetic import (
     SyntheticSource,
     advance_clock,
@@ -184,24 +182,19 @@ def command(args: argparse.Namespace) -> int:
     """Run ``walcast produce-test-stream``."""
     settings = format_settings(args.format_option, args.format)
     source = SyntheticSource(args.count, args.seed, args.tables)
-    encoder_class = format_class(args.format)
     sink: KafkaSink | StreamSink
+    limit: int | None = None
+    plan = OutputPlan(args.format, settings)
     if args.kafka:
         sink = _kafka_sink(args)
         limit = int(sink.settings.get("message.max.bytes", 1_000_000)) - 1024
-        namer = TopicNamer(
-            args.format,
-            DATABASE,
-            args.topic,
-            args.transaction_topic or without_table_parts(args.topic),
-        )
-        output = Output(
-            args.format, encoder_class(source.options(settings, max_message_bytes=limit)), namer
-        )
+        transaction_topic = args.transaction_topic or without_table_parts(args.topic)
+        plan = OutputPlan(args.format, settings, args.topic, transaction_topic)
     else:
         sink = _stream_sink(args)
-        output = Output(args.format, encoder_class(source.options(settings)))
-    pump = Pump(source, sink, [output], PositionLedger())
+    pipeline = synthetic_pipeline(source, plan, sink, database=DATABASE, max_message_bytes=limit)
+    pump = pipeline.pump
+    (output,) = pipeline.outputs
     try:
         pump.run(lambda: False, poll_timeout=0)
         undelivered = pump.finish(KAFKA_DELIVERY_TIMEOUT + 5)

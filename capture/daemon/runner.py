@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import structlog
 
+from capture.assembly import LoadPlan, OutputPlan, connect_source, replication_pipeline
 from capture.daemon.config import DaemonConfig
 from capture.daemon.metrics import Metrics, serve
 from capture.errors import (
@@ -45,7 +46,6 @@ from capture.errors import (
     WalcastError,
 )
 from capture.events import pg_ts_to_datetime
-from capture.formats import format_class
 from capture.identity import SourceIdentity
 from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.lsn import format_lsn
@@ -57,7 +57,6 @@ from capture.replication.setup import connect
 from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
 from capture.sinks.kafka_eos import TransactionalKafkaSink  # exactly-once
-from capture.sinks.topics import TopicNamer
 from capture.skip_committed import SkipCommitted  # exactly-once
 from capture.snapshot import (
     KafkaProgress,
@@ -69,7 +68,6 @@ from capture.snapshot import (
 )
 from capture.snapshot.progress import ProgressUnavailableError
 from capture.source import ReplicationSource, SourceConfig
-from capture.tail import describe_progress, primary_key_resolver
 
 log = structlog.get_logger("walcast.daemon")
 
@@ -223,24 +221,6 @@ class Daemon:
             hold_transactions=needs_transaction_sizes(o.format for o in config.outputs),
         )
 
-    def _outputs(self, source: ReplicationSource) -> list[Output]:
-        config = self.config
-        limit = int(self.sink.settings.get("message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES))  # type: ignore[union-attr]
-        outputs = []
-        for output in config.outputs:
-            options = source.format_options(
-                output.settings, max_message_bytes=limit - MESSAGE_ENVELOPE_BYTES
-            )
-            namer = TopicNamer(
-                output.format,
-                source.server.database,
-                output.topic,
-                output.transaction_topic,
-                claimed=self._claimed,
-            )
-            outputs.append(Output(output.format, format_class(output.format)(options), namer))
-        return outputs
-
     def _session(self) -> None:
         """One replication session, until stopped or the connection is lost."""
         config = self.config
@@ -249,13 +229,14 @@ class Daemon:
         identity, slot_found, version = self._identify()
         sink.bind_source(identity)
         progress, settings = self._load_plan(sink, identity, slot_found=slot_found, version=version)
-        records = progress.load() if settings is not None else []  # before the stream starts
+        load = None
+        if settings is not None:  # the records are read before the stream starts
+            load = LoadPlan(settings, progress, progress.load(), self._load_progress)
         if isinstance(sink, TransactionalKafkaSink):  # exactly-once: offsets of this slot's life
             sink.generation = progress.generation
+        formats = [o.format for o in config.outputs]
         try:
-            replication = ReplicationSource(
-                self._source_config(), key_resolver=primary_key_resolver(self.side)
-            )
+            replication = connect_source(self._source_config(), formats, self.side, load=bool(load))
         except SlotInUseError as exc:
             if not self._end_own_walsender(exc.pid):
                 raise
@@ -266,46 +247,38 @@ class Daemon:
             ) from None
         self._remember_walsender(replication.stream.backend_pid)
         self._check_timeline(replication.stream)
-        source: ReplicationSource | LoadingSource = replication
+        if isinstance(sink, TransactionalKafkaSink):  # a fresh ledger: the last session's
+            self.ledger = PositionLedger()  # uncommitted units were aborted
+        limit = int(sink.settings.get("message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES))
+        pipeline = replication_pipeline(
+            replication,
+            [
+                OutputPlan(o.format, o.settings, o.topic, o.transaction_topic)
+                for o in config.outputs
+            ],
+            sink,
+            self.ledger,
+            load=load,
+            stop=self.stop,
+            max_message_bytes=limit - MESSAGE_ENVELOPE_BYTES,
+            claimed=self._claimed,
+            feed=lambda source: self._exactly_once(source, replication),
+            split_key_updates=config.split_key_updates,
+        )
+        pump = pipeline.pump
         try:
-            if settings is not None:
-                source = LoadingSource(
-                    replication,
-                    dsn=config.full_dsn(),
-                    slot=config.slot,
-                    publications=config.publications,
-                    settings=settings,
-                    progress=progress,
-                    delivered_lsn=lambda: self.ledger.delivered_lsn,
-                    count_rows=needs_transaction_sizes(o.format for o in config.outputs),
-                    observer=self._load_progress,
-                    records=records,
-                )
-                source.stop = self.stop
-            outputs = self._outputs(replication)
-            self._check_tables(outputs)
-            feed: Source = source
-            if isinstance(sink, TransactionalKafkaSink):  # -- exactly-once: now that the slot
-                # is ours, fence older producers, read what Kafka holds, skip its replay; a
-                # fresh ledger, as the last session's uncommitted units were aborted.
-                self.ledger = PositionLedger()
-                sink.timeline = replication.stream.timeline
-                last = sink.start_session(replication.keep_alive)
-                feed = SkipCommitted(source, self._skip_bound(replication.stream, last))
-            pump = Pump(
-                feed, sink, outputs, self.ledger, split_key_updates=config.split_key_updates
-            )
+            self._check_tables(pipeline.outputs)
             self.metrics.healthy = True
             self.metrics.state = {"status": "streaming", "slot": config.slot}
             sink.note_reachable()
-            log.info("session_started", slot=config.slot, formats=[o.format for o in outputs])
+            log.info("session_started", slot=config.slot, formats=formats)
             pump.run(self.stop, after_batch=lambda: self._after_batch(pump))
         except ConnectionLostError as exc:
             self.ledger.abandon_open()
             if isinstance(sink, TransactionalKafkaSink):  # exactly-once
                 sink.abort(exc.one_line())
-            if isinstance(source, LoadingSource):
-                source.close_readers()
+            if pipeline.loading is not None:
+                pipeline.loading.close_readers()
             replication.assembler.close()
             replication.stream.close(timeout=0.5)
             raise
@@ -313,10 +286,23 @@ class Daemon:
             self.ledger.abandon_open()
             if isinstance(sink, TransactionalKafkaSink):  # exactly-once
                 sink.abort(exc.one_line() if isinstance(exc, WalcastError) else repr(exc))
-            source.close()
+            pipeline.close()
             raise
-        self.finished = source.finished
-        self._shutdown(pump, source)
+        self.finished = pipeline.source.finished
+        self._shutdown(pump, pipeline.source)
+
+    def _exactly_once(self, source: Source, replication: ReplicationSource) -> Source:
+        """``source``, with exactly-once's replay skipping around it.
+
+        Now that the slot is ours: fence older producers, read what Kafka holds, skip the
+        slot's replay of it. At-least-once: ``source`` as it is.
+        """
+        sink = self.sink
+        if not isinstance(sink, TransactionalKafkaSink):
+            return source
+        sink.timeline = replication.stream.timeline
+        last = sink.start_session(replication.keep_alive)
+        return SkipCommitted(source, self._skip_bound(replication.stream, last))
 
     def _check_timeline(self, stream: ReplicationStream) -> None:
         """Note a failover (a higher timeline), and whether Kafka got changes it lost.
@@ -512,10 +498,10 @@ class Daemon:
             estimated_rows=progress.estimated_rows,
             rows_per_second=round(progress.rows_per_second),
             done=progress.done,
-            detail=describe_progress(progress).removeprefix("walcast: "),
+            detail=progress.describe(),
         )
 
-    def _shutdown(self, pump: Pump, source: ReplicationSource | LoadingSource) -> None:
+    def _shutdown(self, pump: Pump, source: Source) -> None:
         """Graceful stop: deliver everything, acknowledge it, disconnect."""
         self.metrics.state = {"status": "stopping", "slot": self.config.slot}
         assert self.sink is not None

@@ -528,10 +528,16 @@ class KafkaSink:
                 except BufferError:
                     self._backpressure()
                 except KafkaException as exc:
-                    if exc.args[0].fatal():
-                        self._fatal = exc.args[0]
+                    error = exc.args[0]
+                    if error.fatal() or error.code() == KafkaError._FATAL:  # noqa: SLF001
+                        # The producer is in a fatal state (fenced, an idempotence failure):
+                        # its own error reaches error_cb when it is served; that error, not
+                        # this local one, is what the user needs to read.
+                        self._serve(0)
+                        if self._fatal is None:
+                            self._fatal = error
                         self._check()
-                    raise self._rejected(exc.args[0], message, topic) from None
+                    raise self._rejected(error, message, topic) from None
             if unit is not None:
                 unit.outstanding += 1
             output.messages += 1

@@ -84,6 +84,19 @@ class LoadProgress:
     done: bool
     chunks: int
 
+    def describe(self) -> str:
+        """``loading s.t: 150,000 of ~500,000 rows (30%), 95,000 rows/s, ETA 4 s``."""
+        rate = self.rows_per_second
+        if self.done:
+            return f"loaded {self.table}: {self.rows:,} rows ({rate:,.0f} rows/s)"
+        total = self.estimated_rows
+        share = f" ({100 * self.rows / total:.0f}%)" if total else ""
+        eta = f", ETA {max(total - self.rows, 0) / rate:,.0f} s" if rate and total else ""
+        return (
+            f"loading {self.table}: {self.rows:,} of ~{total:,} rows{share}, "
+            f"{rate:,.0f} rows/s{eta}"
+        )
+
 
 @dataclass(slots=True)
 class TableLoad:

@@ -51,7 +51,7 @@ from capture.snapshot import LoadingSource, LoadSettings, MemoryProgress, record
 from capture.snapshot.chunks import Chunk
 from capture.snapshot.reader import LoadHooks, ReadSnapshot
 from capture.source import ReplicationSource, SourceConfig
-from capture.tail import primary_key_resolver
+from capture.assembly import primary_key_resolver
 from tests.support import failover
 from tests.support.scenario import drop_slot
 
