@@ -327,7 +327,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.dsn = environ["WALCAST_DSN"]
     config = daemon_config.load(args.config, _run_cli_values(args), environ)
     if args.print_config:
-        sys.stdout.write(daemon_config.render_toml(config))
+        from capture.daemon.render import render_toml  # noqa: PLC0415
+
+        sys.stdout.write(render_toml(config))
         return 0
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop.handle)

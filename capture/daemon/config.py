@@ -13,10 +13,10 @@ can drift from it:
   comma-separated; tables (``kafka.producer``) and ``[[outputs]]`` come from the file or
   flags only;
 * ``walcast.example.toml`` at the top of the repository: every key with its default and
-  its help (:func:`example_toml`; regenerate with ``python -m capture.daemon.config``; a
-  test compares the file with it);
-* ``walcast run --print-config`` (:func:`render_toml`): the effective settings as TOML,
-  secrets redacted (a password in ``source.dsn`` shows as ``********``; password sources
+  its help (:mod:`capture.daemon.render`; regenerate with ``python -m
+  capture.daemon.render``; a test compares the file with it);
+* ``walcast run --print-config`` (:mod:`capture.daemon.render`): the effective settings as
+  TOML, secrets redacted (a password in ``source.dsn`` shows as ``********``; password sources
   show the file or variable name, never its content).
 
 Precedence: the file, then the environment, then flags (later wins). The sections:
@@ -67,240 +67,35 @@ a file and are held in :class:`Secret`, whose ``repr``/``str`` never show the va
 
 from __future__ import annotations
 
-import enum
-import re
-import sys
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-import orjson
 import structlog
 
 from capture import dsn as dsn_util
+from capture.daemon.settings import (
+    BY_ENV,
+    BY_SECTION,
+    DEFAULT_TOPIC,
+    DEFAULT_TRANSACTION_TOPIC,
+    DEPRECATED,
+    DEPRECATED_BY_ENV,
+    ENV_PREFIX,
+    OUTPUT_BY_KEY,
+    OUTPUT_SETTINGS,
+    SECTIONS,
+    Kind,
+    Setting,
+)
 from capture.errors import ConfigError
 from capture.formats import FORMAT_NAMES, FormatSettings
-from capture.formats.settings import settings_text
-from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, MODES, SnapshotMode
+from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, SnapshotMode
 from capture.sinks.topics import LEGAL_TOPIC, validate_template
 
 log = structlog.get_logger("walcast.config")
-
-ENV_PREFIX: Final = "WALCAST__"
-DEFAULT_TOPIC: Final = "walcast.{format}.{schema}.{table}"
-DEFAULT_TRANSACTION_TOPIC: Final = "walcast.{format}"
-REDACTED: Final = "********"
-_SECRET_PRODUCER_KEY: Final = re.compile(
-    r"password|secret|token|ssl\.key\.pem|keystore", re.IGNORECASE
-)
-
-
-class Kind(enum.Enum):
-    """The type of a setting: how a raw value (TOML, environment text, flag) is checked."""
-
-    TEXT = "text"
-    """Any string."""
-    BOOL = "bool"
-    """``true``/``false`` (from text also ``1``/``0``, ``yes``/``no``, ``on``/``off``)."""
-    INT = "int"
-    """An integer within ``minimum``/``maximum``."""
-    NUMBER = "number"
-    """A float within ``minimum``/``maximum``."""
-    LIST = "list"
-    """A list of names (comma-separated text from the environment or a flag)."""
-    CHOICE = "choice"
-    """One of ``choices``."""
-    TOPIC = "topic"
-    """A legal Kafka topic name (``""`` too when ``empty_disables``)."""
-    TEMPLATE = "template"
-    """A topic template with the placeholders of :data:`TOPIC_FIELDS`."""
-    TABLE = "table"
-    """A table of string keys and values (file or flags only, not the environment)."""
-    DSN = "dsn"
-    """A libpq connection string or URI."""
-    AUTO_BOOL = "auto_bool"
-    """``true``/``false``, or ``auto`` (from text; in the file: the key left out): None."""
-
-
-class _Required:
-    """Marker default of a required setting."""
-
-    def __repr__(self) -> str:
-        return "REQUIRED"
-
-
-REQUIRED: Final = _Required()
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One configuration key: where it lives, its type, default and help.
-
-    The key is also the name of the :class:`DaemonConfig` (or :class:`OutputConfig`) field
-    that holds the validated value; ``default`` is that field's default (or
-    :data:`REQUIRED`). ``example`` is what ``walcast.example.toml`` shows for a setting
-    without a default.
-    """
-
-    section: str
-    key: str
-    kind: Kind
-    default: Any
-    help: str
-    secret: bool = False
-    """The value may hold a secret: ``--print-config`` redacts it."""
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] = ()
-    empty_disables: bool = False
-    """For topics: ``""`` is allowed and turns the feature off."""
-    example: Any = None
-
-    @property
-    def name(self) -> str:
-        """``section.key``, as error messages name the setting."""
-        return f"{self.section}.{self.key}"
-
-    @property
-    def env_name(self) -> str | None:
-        """``WALCAST__SECTION__KEY``, or None for settings the environment cannot set."""
-        if self.kind is Kind.TABLE or self.section == "outputs":
-            return None
-        return f"{ENV_PREFIX}{self.section.upper()}__{self.key.upper()}"
-
-    @property
-    def required(self) -> bool:
-        """Whether the setting has no default."""
-        return self.default is REQUIRED
-
-
-def _s(section: str, key: str, kind: Kind, default: Any, help_text: str, **extra: Any) -> Setting:
-    return Setting(section, key, kind, default, help_text, **extra)
-
-
-def _flag(section: str, key: str, help_text: str) -> Setting:
-    """A boolean setting; every walcast flag is off by default."""
-    return Setting(section, key, Kind.BOOL, default=False, help=help_text)
-
-
-SETTINGS: Final[tuple[Setting, ...]] = (
-    # -- [source] ---------------------------------------------------------------------------
-    _s("source", "dsn", Kind.DSN, REQUIRED,
-       "libpq connection string or URI (or $WALCAST_DSN); a password in it is refused "
-       "here (use password_env or password_file)",
-       secret=True, example="host=localhost dbname=app user=cdc"),
-    _s("source", "password_file", Kind.TEXT, None,
-       "file holding the PostgreSQL password (e.g. a container secret)",
-       example="/run/secrets/pg_password"),
-    _s("source", "password_env", Kind.TEXT, None,
-       "environment variable holding the PostgreSQL password", example="PGPASSWORD"),
-    _s("source", "slot", Kind.TEXT, REQUIRED, "logical replication slot (pgoutput) to stream",
-       example="walcast"),
-    _s("source", "publications", Kind.LIST, REQUIRED,
-       "publications to stream (comma-separated in the environment)", example=["walcast"]),
-    _flag("source", "create_slot", "create the slot if it does not exist"),
-    _s("source", "failover_slot", Kind.AUTO_BOOL, None,
-       "whether create_slot makes a failover slot (unset or auto: yes where the server "
-       "supports it, PostgreSQL 17+ on a primary)", example=True),
-    _flag("source", "create_publication",
-       "create missing publications (FOR ALL TABLES unless publish_tables is set)"),
-    _s("source", "publish_tables", Kind.LIST, [],
-       "schema.table list a created publication gets (empty: FOR ALL TABLES)"),
-    _s("source", "proto_version", Kind.INT, None,
-       "pgoutput protocol version 1-4 (unset: the highest the server supports)",
-       minimum=1, maximum=4, example=4),
-    _flag("source", "binary",
-       "ask for binary column values (decoded client-side to the same text)"),
-    _s("source", "streaming", Kind.CHOICE, None,
-       "stream in-progress transactions: on, off, parallel (unset: on where supported)",
-       choices=("on", "off", "parallel"), example="on"),
-    _flag("source", "two_phase",
-       "decode prepared transactions at PREPARE (v3+; the slot must be created with it)"),
-    _s("source", "spill_dir", Kind.TEXT, None,
-       "directory where held transactions spill to disk (unset: the system temp directory)",
-       example="/var/lib/walcast/spill"),
-    _s("source", "receive_timeout", Kind.NUMBER, None,
-       "seconds without any message from the server (not even a keepalive) before the "
-       "connection counts as lost and is retried (unset: a little above the server's "
-       "wal_sender_timeout)", minimum=1, example=90.0),
-    _s("source", "snapshot", Kind.CHOICE, SnapshotMode.AUTO.value,
-       "load existing rows first: auto, initial, never, initial-only (auto: initial "
-       "when this run creates the slot, else never)",
-       choices=MODES),
-    _s("source", "snapshot_workers", Kind.INT, DEFAULT_WORKERS,
-       "connections that read tables for the initial load", minimum=1),
-    _s("source", "snapshot_chunk_rows", Kind.INT, DEFAULT_CHUNK_ROWS,
-       "rows per key-range chunk of the initial load", minimum=1),
-    # -- [kafka] ----------------------------------------------------------------------------
-    _s("kafka", "bootstrap_servers", Kind.TEXT, REQUIRED, "Kafka bootstrap servers",
-       example="localhost:9092"),
-    _s("kafka", "security_protocol", Kind.TEXT, None,
-       "librdkafka security.protocol (unset: plaintext)", example="SASL_SSL"),
-    _s("kafka", "sasl_mechanism", Kind.TEXT, None,
-       "SASL mechanism; needs sasl_username and a sasl_password source",
-       example="SCRAM-SHA-512"),
-    _s("kafka", "sasl_username", Kind.TEXT, None, "SASL user name", example="walcast"),
-    _s("kafka", "sasl_password_env", Kind.TEXT, None,
-       "environment variable holding the SASL password", example="KAFKA_PASSWORD"),
-    _s("kafka", "sasl_password_file", Kind.TEXT, None, "file holding the SASL password",
-       example="/run/secrets/kafka_password"),
-    _flag("kafka", "exactly_once",
-       "write in Kafka transactions (read_committed readers see each change once)"),
-    _s("kafka", "offsets_topic", Kind.TOPIC, "walcast.offsets",
-       "compacted topic of exactly-once positions (with exactly_once)"),
-    _s("kafka", "producer", Kind.TABLE, {},
-       "librdkafka producer settings over walcast's durable defaults",
-       example={"compression.type": "zstd"}),
-    # -- [daemon] ---------------------------------------------------------------------------
-    _s("daemon", "heartbeat_interval", Kind.NUMBER, 10.0,
-       "seconds between heartbeat messages (0 disables)", minimum=0),
-    _s("daemon", "metrics_port", Kind.INT, 9187,
-       "TCP port of /metrics and /healthz (0 disables)", minimum=0, maximum=65535),
-    _s("daemon", "metrics_host", Kind.TEXT, "127.0.0.1",
-       "address /metrics and /healthz listen on (0.0.0.0 in a container)"),
-    _flag("daemon", "split_key_updates",
-       "send an UPDATE that changes the key as DELETE + INSERT"),
-    _s("daemon", "schema_topic", Kind.TOPIC, "walcast.schemas",
-       'compacted topic of table layouts for consumers ("" disables)', empty_disables=True),
-    _s("daemon", "snapshot_topic", Kind.TOPIC, "walcast.snapshots",
-       "compacted topic of initial-load progress"),
-    _s("daemon", "status_interval", Kind.NUMBER, 10.0,
-       "seconds between status updates to the server", minimum=0.1),
-    _s("daemon", "reconnect_max_backoff", Kind.NUMBER, 30.0,
-       "longest wait in seconds between reconnection attempts", minimum=0.1),
-    _s("daemon", "unhealthy_after", Kind.NUMBER, 60.0,
-       "seconds that nothing moved (no Kafka delivery or commit) while work waits, before "
-       "/healthz answers 503 (every mode)", minimum=0.1),
-    _s("daemon", "kafka_error_after", Kind.NUMBER, 30.0,
-       "seconds of unreachable brokers before one error line names them", minimum=0.1),
-)  # fmt: skip
-"""Every setting of the ``[source]``, ``[kafka]`` and ``[daemon]`` sections, in file order."""
-
-OUTPUT_SETTINGS: Final[tuple[Setting, ...]] = (
-    _s("outputs", "format", Kind.CHOICE, REQUIRED, "output format: " + ", ".join(FORMAT_NAMES),
-       choices=FORMAT_NAMES, example="canal"),
-    _s("outputs", "topic", Kind.TEMPLATE, DEFAULT_TOPIC,
-       "topic template of row changes ({format}, {database}, {schema}, {table})"),
-    _s("outputs", "transaction_topic", Kind.TEMPLATE, DEFAULT_TRANSACTION_TOPIC,
-       "topic template of messages of no single table (transaction markers)"),
-    _s("outputs", "settings", Kind.TABLE, {},
-       "format settings, keys prefixed by the format (see the README's Formats section)",
-       example={"canal.database_name": "schema"}),
-)  # fmt: skip
-"""The keys of one ``[[outputs]]`` entry."""
-
-SECTIONS: Final = ("source", "kafka", "daemon")
-_BY_SECTION: Final = {s: {x.key: x for x in SETTINGS if x.section == s} for s in SECTIONS}
-_BY_ENV: Final = {x.env_name: x for x in SETTINGS if x.env_name}
-
-DEPRECATED: Final[dict[str, str]] = {"daemon.degraded_after": "daemon.unhealthy_after"}
-"""Old setting names still read (``section.key`` → the setting that replaced it)."""
-_DEPRECATED_BY_ENV: Final = {
-    f"{ENV_PREFIX}{old.replace('.', '__').upper()}": old for old in DEPRECATED
-}
-_OUTPUT_BY_KEY: Final = {x.key: x for x in OUTPUT_SETTINGS}
 
 
 class Secret:
@@ -487,15 +282,15 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
-        setting = _BY_ENV.get(name.upper())
-        old = _DEPRECATED_BY_ENV.get(name.upper())
+        setting = BY_ENV.get(name.upper())
+        old = DEPRECATED_BY_ENV.get(name.upper())
         if old is not None:
             section, _, key = old.partition(".")
             out.setdefault(section, {})[key] = value
             continue
         if setting is None:
             section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
-            if _BY_SECTION.get(section, {}).get(key) is not None:
+            if BY_SECTION.get(section, {}).get(key) is not None:
                 raise ConfigError(
                     f"{name}: {section}.{key} is a table; set it in the file or with flags"
                 )
@@ -678,7 +473,7 @@ def _outputs(raw: Any) -> list[OutputConfig]:
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where}: must be a table")
         for key in entry:
-            if key not in _OUTPUT_BY_KEY:
+            if key not in OUTPUT_BY_KEY:
                 raise ConfigError(f"{where}.{key}: unknown setting")
         fmt = entry.get("format")
         if fmt is not None and str(fmt) not in FORMAT_NAMES:
@@ -707,7 +502,7 @@ def _renamed(section: str, given: Mapping[str, Any]) -> dict[str, Any]:
         if old_section != section or old_key not in out:
             continue
         new_key = new.partition(".")[2]
-        value = _convert(_BY_SECTION[section][new_key], out.pop(old_key), old)
+        value = _convert(BY_SECTION[section][new_key], out.pop(old_key), old)
         if out.get(new_key) is None:
             out[new_key] = value
             detail = f"{old} is deprecated; it is used as {new}, which replaces it: rename it"
@@ -733,9 +528,9 @@ def _validate(raw: Mapping[str, Any], environ: Mapping[str, str]) -> DaemonConfi
             raise ConfigError(f"{section}: must be a table of settings")
         given = _renamed(section, given)
         for key in given:
-            if key not in _BY_SECTION[section]:
+            if key not in BY_SECTION[section]:
                 raise ConfigError(f"{section}.{key}: unknown setting")
-        for setting in _BY_SECTION[section].values():
+        for setting in BY_SECTION[section].values():
             values[setting.key] = _value(setting, given, setting.name)
     outputs = _outputs(raw.get("outputs") or [])
     values["snapshot"] = SnapshotMode(values["snapshot"])
@@ -761,132 +556,3 @@ def _validate(raw: Mapping[str, Any], environ: Mapping[str, str]) -> DaemonConfi
     config.producer_settings()  # validates the forced durability settings
     return config
 
-
-# -- rendering: --print-config and walcast.example.toml -----------------------------------
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return orjson.dumps(str(value)).decode()  # a JSON string is a TOML basic string
-
-
-def _toml_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_value(key)
-
-
-def _comment(text: str) -> str:
-    return f"# {text}"
-
-
-def _setting_lines(setting: Setting, value: Any, *, example: bool) -> list[str]:
-    """The help comment and ``key = value`` line(s) of one scalar/list setting."""
-    help_text = setting.help + (" (required)" if setting.required else "")
-    lines = [_comment(help_text)]
-    if value is None:
-        shown = setting.example if example else None
-        if shown is None:
-            lines.append(f"# {setting.key} =   (not set)")
-        else:
-            lines.append(f"# {setting.key} = {_toml_value(shown)}")
-    else:
-        lines.append(f"{setting.key} = {_toml_value(value)}")
-    return lines
-
-
-def _table_lines(
-    header: str, setting: Setting, table: Mapping[str, str], example: bool
-) -> list[str]:
-    lines = [_comment(setting.help), header]
-    if table:
-        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
-    elif example and setting.example:
-        lines += [f"# {_toml_key(k)} = {_toml_value(v)}" for k, v in setting.example.items()]
-    return lines
-
-
-def _document(
-    values: Mapping[str, Any], outputs: Sequence[Mapping[str, Any]], head: list[str], example: bool
-) -> str:
-    lines = list(head)
-    for section in SECTIONS:
-        lines += ["", f"[{section}]"]
-        tables = []
-        for setting in _BY_SECTION[section].values():
-            if setting.kind is Kind.TABLE:
-                tables.append(setting)
-                continue
-            lines += _setting_lines(setting, values.get(setting.key), example=example)
-        for setting in tables:
-            lines.append("")
-            lines += _table_lines(
-                f"[{section}.{setting.key}]", setting, values.get(setting.key) or {}, example
-            )
-    for output in outputs:
-        lines += ["", "[[outputs]]"]
-        for setting in OUTPUT_SETTINGS:
-            if setting.kind is not Kind.TABLE:
-                lines += _setting_lines(setting, output.get(setting.key), example=example)
-        settings = OUTPUT_SETTINGS[-1]
-        lines += _table_lines("[outputs.settings]", settings, output.get("settings") or {}, example)
-    return "\n".join(lines) + "\n"
-
-
-def example_toml() -> str:
-    """The text of ``walcast.example.toml``: every setting with its default and help."""
-    values = {s.key: s.example if s.required else s.default for s in SETTINGS}
-    output = {s.key: s.example if s.required else s.default for s in OUTPUT_SETTINGS}
-    head = [
-        "# walcast.example.toml: every setting of `walcast run`, with its default.",
-        "# Generated from capture/daemon/config.py (SETTINGS): python -m capture.daemon.config",
-        "# Values marked (required) are examples. Each scalar setting can also be set with",
-        "# WALCAST__<SECTION>__<KEY> (lists comma-separated); flags of `walcast run` win over",
-        "# both. `walcast run --print-config` shows the effective settings.",
-    ]
-    return _document(values, [output], head, example=True)
-
-
-def render_toml(config: DaemonConfig) -> str:
-    """``config`` as TOML (``--print-config``): the effective settings, secrets redacted.
-
-    The result loads back into the same configuration (given the same password sources),
-    except that a password in ``source.dsn`` (from ``--dsn`` or the environment) shows as
-    ``********``, and such a file is refused: passwords never come from the file.
-    """
-    values = {s.key: getattr(config, s.key) for s in SETTINGS}
-    for setting in SETTINGS:
-        if setting.secret and values[setting.key] is not None:
-            values[setting.key] = redact_dsn(values[setting.key])
-    values["producer"] = {
-        k: REDACTED if _SECRET_PRODUCER_KEY.search(k) else v for k, v in config.producer.items()
-    }
-    outputs = [{s.key: getattr(o, s.key) for s in OUTPUT_SETTINGS} for o in config.outputs]
-    for output in outputs:
-        given = output["settings"]
-        output["settings"] = settings_text(given) if given is not None else {}
-    head = [
-        "# Effective settings of `walcast run` (file, then environment, then flags); secrets",
-        "# redacted. Producer settings apply over walcast's durable defaults.",
-    ]
-    return _document(values, outputs, head, example=False)
-
-
-def redact_dsn(dsn: str) -> str:
-    """``dsn`` with its password (and ssl password) replaced by ``********``."""
-    from psycopg.conninfo import make_conninfo  # noqa: PLC0415
-
-    params = dsn_util.parse(dsn, setting="source.dsn")
-    if not {"password", "sslpassword"} & set(params):
-        return dsn
-    for key in ("password", "sslpassword"):
-        if key in params:
-            params[key] = REDACTED
-    return make_conninfo("", **params)
-
-
-if __name__ == "__main__":
-    sys.stdout.write(example_toml())

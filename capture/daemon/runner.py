@@ -10,11 +10,8 @@ across reconnects, decides what the slot may confirm. This module adds:
   it may be delivered twice, each carrying its commit LSN and ordinal (detectable replays).
   ``TERMINAL`` errors (bad config, authentication, a refused message) stop the daemon;
 * a reconnect after a network cut may find the slot still held by this daemon's own
-  previous walsender, which the server has not yet noticed is gone (it would, within
-  ``wal_sender_timeout``). Decision: walcast ends that walsender (``pg_terminate_backend``)
-  and resumes at once, but only when it is provably its own: the same process id AND the
-  same ``backend_start`` as the connection this daemon made. Any other holder is another
-  consumer, never ended: the start fails with one line (:class:`~capture.errors.SlotInUseError`);
+  previous walsender: :mod:`capture.daemon.walsenders` ends it (only when provably its own);
+  a promotion (a failover) is checked against the timelines (:mod:`capture.daemon.timelines`);
 * heartbeats: a non-transactional logical message every ``heartbeat_interval`` (the slot
   advances on a quiet database) and each format's own heartbeat record;
 * metrics and health (:mod:`capture.daemon.metrics`): ``/healthz`` says degraded once Kafka
@@ -38,6 +35,8 @@ import structlog
 from capture.assembly import LoadPlan, OutputPlan, connect_source, replication_pipeline
 from capture.daemon.config import DaemonConfig
 from capture.daemon.metrics import Metrics, serve
+from capture.daemon.timelines import TimelineWatch
+from capture.daemon.walsenders import OwnWalsenders
 from capture.errors import (
     ConfigError,
     ConnectionLostError,
@@ -52,7 +51,6 @@ from capture.lsn import format_lsn
 from capture.position import PositionLedger
 from capture.pump import HEARTBEAT_PREFIX, Output, Pump, Source, needs_transaction_sizes
 from capture.replication import catalog, slots
-from capture.replication.client import ReplicationStream
 from capture.replication.setup import connect
 from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
@@ -79,8 +77,6 @@ MESSAGE_ENVELOPE_BYTES: Final = 1024
 """What a Kafka message carries besides its value (key, headers, record overhead)."""
 DEFAULT_MESSAGE_MAX_BYTES: Final = 1_000_000
 """librdkafka's default ``message.max.bytes``."""
-OWN_WALSENDER_WAIT: Final = 10.0
-"""How long a reconnect waits for the server to let go of the walsender walcast ended."""
 PROGRESS_RECORD_TIMEOUT: Final = 60.0
 """How long the start waits for Kafka to confirm that an initial load was recorded."""
 
@@ -97,13 +93,9 @@ class Daemon:
         self.side = SideConnection(config.full_dsn())
         self.sink: KafkaSink | None = None
         self._claimed: dict[str, tuple[str, str, str | None, str | None]] = {}
-        self._own_walsenders: dict[int, object] = {}
-        """Process id → ``backend_start`` of the walsenders this daemon's sessions used."""
+        self._walsenders = OwnWalsenders(self.side, config.slot)
+        self._timelines = TimelineWatch(config.slot)
         self._warned_identity = False
-        self._timeline: int | None = None
-        """The timeline of the server the last session streamed from."""
-        self._highest_commit = 0
-        """The highest commit LSN whose messages this process produced (any session)."""
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
         self._load_mode: SnapshotMode | None = None
@@ -238,15 +230,19 @@ class Daemon:
         try:
             replication = connect_source(self._source_config(), formats, self.side, load=bool(load))
         except SlotInUseError as exc:
-            if not self._end_own_walsender(exc.pid):
+            if not self._walsenders.end_if_ours(exc.pid, self._wait):
                 raise
             raise ConnectionLostError(
                 f"slot {config.slot!r} was still held by this walcast's previous connection "
                 f"(walsender PID {exc.pid}, cut off from it); walcast ended it",
                 hint="walcast resumes from the slot's confirmed position",
             ) from None
-        self._remember_walsender(replication.stream.backend_pid)
-        self._check_timeline(replication.stream)
+        self._walsenders.remember(replication.stream.backend_pid)
+        self._timelines.check(
+            replication.stream,
+            self.ledger.highest_commit_lsn,
+            exactly_once=isinstance(sink, TransactionalKafkaSink),
+        )
         if isinstance(sink, TransactionalKafkaSink):  # a fresh ledger: the last session's
             self.ledger = PositionLedger()  # uncommitted units were aborted
         limit = int(sink.settings.get("message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES))
@@ -302,119 +298,8 @@ class Daemon:
             return source
         sink.timeline = replication.stream.timeline
         last = sink.start_session(replication.keep_alive)
-        return SkipCommitted(source, self._skip_bound(replication.stream, last))
-
-    def _check_timeline(self, stream: ReplicationStream) -> None:
-        """Note a failover (a higher timeline), and whether Kafka got changes it lost.
-
-        After a promotion the new primary's history leaves the old timeline at a switch
-        point. Changes the old primary had sent past it (its standby never received them)
-        are in Kafka but not in the database, and the new primary reuses their positions
-        for other changes: a consumer dropping replays by position would drop those. Only
-        ``synchronized_standby_slots`` on the old primary prevents it.
-        """
-        self._highest_commit = max(self._highest_commit, self.ledger.highest_commit_lsn)
-        previous, self._timeline = self._timeline, stream.timeline
-        if previous is None or stream.timeline == previous:
-            return
-        end = stream.timeline_ends.get(previous)
-        # exactly-once: what Kafka committed is in the offsets record (see _skip_bound); the
-        # units begun here may have been aborted
-        at_least_once = not isinstance(self.sink, TransactionalKafkaSink)
-        if at_least_once and end is not None and self._highest_commit >= end:
-            log.error(
-                "failover_diverged",
-                slot=self.config.slot,
-                server=stream.server,
-                timeline=stream.timeline,
-                previous_timeline=previous,
-                switch_lsn=format_lsn(end),
-                published_up_to=format_lsn(self._highest_commit),
-                detail=f"walcast published changes committed on timeline {previous} between "
-                f"{format_lsn(end)} and {format_lsn(self._highest_commit)}, which the promoted "
-                f"server's history does not hold (its timeline {stream.timeline} starts at "
-                f"{format_lsn(end)}): they are in Kafka although the database lost them, and "
-                "new changes reuse their positions; set synchronized_standby_slots on the "
-                "primary to the standbys' physical slots",
-            )
-            return
-        log.warning(
-            "timeline_changed",
-            slot=self.config.slot,
-            server=stream.server,
-            timeline=stream.timeline,
-            previous_timeline=previous,
-            switch_lsn=format_lsn(end) if end is not None else None,
-            detail="the server was promoted (a failover); walcast streams on from the slot's "
-            "synchronized copy",
-        )
-
-    def _skip_bound(self, stream: ReplicationStream, last: int | None) -> int | None:
-        """Exactly-once: how far the replay is skipped (Kafka holds it), never past a fork.
-
-        Kafka's position ``last`` was written on the timeline its record names. If this
-        server's history left that timeline before ``last``, the units between are not in
-        this history: skipping by LSN would drop this timeline's own changes there.
-        """
-        record = self.sink.committed if isinstance(self.sink, TransactionalKafkaSink) else None
-        if last is None or record is None or record.timeline is None:
-            return last
-        end = stream.timeline_ends.get(record.timeline)
-        if record.timeline >= stream.timeline or end is None or last < end:
-            return last
-        log.error(
-            "failover_diverged",
-            slot=self.config.slot,
-            server=stream.server,
-            timeline=stream.timeline,
-            previous_timeline=record.timeline,
-            switch_lsn=format_lsn(end),
-            published_up_to=format_lsn(last),
-            detail=f"Kafka holds changes committed on timeline {record.timeline} between "
-            f"{format_lsn(end)} and {format_lsn(last)}, which this server's history does not "
-            f"hold (its timeline {stream.timeline} starts at {format_lsn(end)}); walcast skips "
-            "only the replay before that point and sends this timeline's changes after it; "
-            "set synchronized_standby_slots on the primary to the standbys' physical slots",
-        )
-        return end - 1
-
-    def _remember_walsender(self, pid: int) -> None:
-        """Note the walsender serving this session (see the module docstring)."""
-        started = self.side.run(
-            lambda conn: conn.execute(
-                "SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,)
-            ).fetchone()
-        )
-        if started is not None and started[0] is not None:
-            self._own_walsenders[pid] = started[0]
-
-    def _end_own_walsender(self, pid: int) -> bool:
-        """End walsender ``pid`` if it is one this daemon used; True once the slot is free."""
-        known = self._own_walsenders.get(pid)
-        if known is None:
-            return False
-        found = self.side.run(
-            lambda conn: conn.execute(
-                "SELECT backend_start FROM pg_stat_activity WHERE pid = %s", (pid,)
-            ).fetchone()
-        )
-        if found is None or found[0] != known:
-            return False  # a new process behind a reused pid: not ours
-        log.warning(
-            "own_walsender_ended",
-            slot=self.config.slot,
-            pid=pid,
-            detail="the slot was still held by this walcast's previous replication "
-            "connection, lost without the server noticing (a network cut); it was ended",
-        )
-        self.side.run(lambda conn: conn.execute("SELECT pg_terminate_backend(%s)", (pid,)))
-        deadline = time.monotonic() + OWN_WALSENDER_WAIT
-        while time.monotonic() < deadline:
-            holder = self.side.run(lambda conn: slots.find_slot(conn, self.config.slot))
-            if holder is None or holder.active_pid != pid:
-                return True
-            self._wait(0.2)
-        return True
+        bound = self._timelines.skip_bound(replication.stream, sink.committed, last)
+        return SkipCommitted(source, bound)
 
     def _identify(self) -> tuple[SourceIdentity, bool, int]:
         """Who the source is (``IDENTIFY_SYSTEM``), whether its slot exists, the server version."""

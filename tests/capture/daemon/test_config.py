@@ -146,10 +146,10 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_example_file_is_generated_from_the_settings_table() -> None:
-    from capture.daemon.config import example_toml  # noqa: PLC0415
+    from capture.daemon.render import example_toml  # noqa: PLC0415
 
     assert (REPO / "walcast.example.toml").read_text() == example_toml(), (
-        "walcast.example.toml is out of date: python -m capture.daemon.config > "
+        "walcast.example.toml is out of date: python -m capture.daemon.render > "
         "walcast.example.toml"
     )
 
@@ -157,12 +157,8 @@ def test_example_file_is_generated_from_the_settings_table() -> None:
 def test_every_setting_is_in_the_example_and_loads_with_its_default() -> None:
     import dataclasses  # noqa: PLC0415
 
-    from capture.daemon.config import (  # noqa: PLC0415
-        OUTPUT_SETTINGS,
-        SETTINGS,
-        DaemonConfig,
-        OutputConfig,
-    )
+    from capture.daemon.config import DaemonConfig, OutputConfig  # noqa: PLC0415
+    from capture.daemon.settings import OUTPUT_SETTINGS, SETTINGS  # noqa: PLC0415
 
     text = (REPO / "walcast.example.toml").read_text()
     config = load(str(REPO / "walcast.example.toml"), NO_CLI, {})
@@ -272,7 +268,7 @@ def test_bad_new_settings_are_named(tmp_path: Path, section: str, line: str, set
 
 
 def test_print_config_loads_back_and_redacts_secrets(tmp_path: Path) -> None:
-    from capture.daemon.config import render_toml  # noqa: PLC0415
+    from capture.daemon.render import render_toml  # noqa: PLC0415
 
     secret_file = tmp_path / "kafka.secret"
     secret_file.write_text("kafka-S3cret\n")
@@ -421,7 +417,7 @@ def test_failover_slot_is_true_false_or_auto(
 
 
 def test_failover_slot_auto_is_not_set_in_print_config(tmp_path: Path) -> None:
-    from capture.daemon.config import render_toml  # noqa: PLC0415
+    from capture.daemon.render import render_toml  # noqa: PLC0415
 
     config = load(write(tmp_path, GOOD), NO_CLI, {"WALCAST__SOURCE__FAILOVER_SLOT": "auto"})
     shown = render_toml(config)
@@ -440,7 +436,7 @@ def test_failover_slot_auto_is_not_set_in_print_config(tmp_path: Path) -> None:
 def test_degraded_after_is_a_deprecated_name_of_unhealthy_after(tmp_path: Path) -> None:
     from structlog.testing import capture_logs  # noqa: PLC0415
 
-    from capture.daemon.config import render_toml  # noqa: PLC0415
+    from capture.daemon.render import render_toml  # noqa: PLC0415
 
     old_file = write(tmp_path, _with("daemon", "degraded_after = 12"))
     with capture_logs() as events:

@@ -44,6 +44,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from capture.assembly import primary_key_resolver
 from capture.errors import WalcastError
 from capture.events import ChangeEvent, Image, LogicalMessageEvent, Op, TransactionCommit
 from capture.replication.side import SideConnection
@@ -51,7 +52,6 @@ from capture.snapshot import LoadingSource, LoadSettings, MemoryProgress, record
 from capture.snapshot.chunks import Chunk
 from capture.snapshot.reader import LoadHooks, ReadSnapshot
 from capture.source import ReplicationSource, SourceConfig
-from capture.assembly import primary_key_resolver
 from tests.support import failover
 from tests.support.scenario import drop_slot
 

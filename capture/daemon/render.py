@@ -1,0 +1,161 @@
+"""Settings written out: ``walcast run --print-config`` and ``walcast.example.toml``.
+
+Both are rendered from the one table of :mod:`capture.daemon.settings`: every scalar
+setting with its help line, then the tables, then ``[[outputs]]``. ``--print-config`` shows
+the effective values (file, environment, flags) with secrets redacted; the example file
+shows every default. A test keeps the committed example equal to :func:`example_toml`
+(``python -m capture.daemon.render`` prints it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from capture import dsn as dsn_util
+from capture.daemon.settings import (
+    BY_SECTION,
+    OUTPUT_SETTINGS,
+    REDACTED,
+    SECRET_PRODUCER_KEY,
+    SECTIONS,
+    SETTINGS,
+    Kind,
+    Setting,
+)
+from capture.formats.settings import settings_text
+
+if TYPE_CHECKING:
+    from capture.daemon.config import DaemonConfig
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return orjson.dumps(str(value)).decode()  # a JSON string is a TOML basic string
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_value(key)
+
+
+def _comment(text: str) -> str:
+    return f"# {text}"
+
+
+def _setting_lines(setting: Setting, value: Any, *, example: bool) -> list[str]:
+    """The help comment and ``key = value`` line(s) of one scalar/list setting."""
+    help_text = setting.help + (" (required)" if setting.required else "")
+    lines = [_comment(help_text)]
+    if value is None:
+        shown = setting.example if example else None
+        if shown is None:
+            lines.append(f"# {setting.key} =   (not set)")
+        else:
+            lines.append(f"# {setting.key} = {_toml_value(shown)}")
+    else:
+        lines.append(f"{setting.key} = {_toml_value(value)}")
+    return lines
+
+
+def _table_lines(
+    header: str, setting: Setting, table: Mapping[str, str], example: bool
+) -> list[str]:
+    lines = [_comment(setting.help), header]
+    if table:
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
+    elif example and setting.example:
+        lines += [f"# {_toml_key(k)} = {_toml_value(v)}" for k, v in setting.example.items()]
+    return lines
+
+
+def _document(
+    values: Mapping[str, Any], outputs: Sequence[Mapping[str, Any]], head: list[str], example: bool
+) -> str:
+    lines = list(head)
+    for section in SECTIONS:
+        lines += ["", f"[{section}]"]
+        tables = []
+        for setting in BY_SECTION[section].values():
+            if setting.kind is Kind.TABLE:
+                tables.append(setting)
+                continue
+            lines += _setting_lines(setting, values.get(setting.key), example=example)
+        for setting in tables:
+            lines.append("")
+            lines += _table_lines(
+                f"[{section}.{setting.key}]", setting, values.get(setting.key) or {}, example
+            )
+    for output in outputs:
+        lines += ["", "[[outputs]]"]
+        for setting in OUTPUT_SETTINGS:
+            if setting.kind is not Kind.TABLE:
+                lines += _setting_lines(setting, output.get(setting.key), example=example)
+        settings = OUTPUT_SETTINGS[-1]
+        lines += _table_lines("[outputs.settings]", settings, output.get("settings") or {}, example)
+    return "\n".join(lines) + "\n"
+
+
+def example_toml() -> str:
+    """The text of ``walcast.example.toml``: every setting with its default and help."""
+    values = {s.key: s.example if s.required else s.default for s in SETTINGS}
+    output = {s.key: s.example if s.required else s.default for s in OUTPUT_SETTINGS}
+    head = [
+        "# walcast.example.toml: every setting of `walcast run`, with its default.",
+        "# Generated from capture/daemon/settings.py (SETTINGS): python -m capture.daemon.render",
+        "# Values marked (required) are examples. Each scalar setting can also be set with",
+        "# WALCAST__<SECTION>__<KEY> (lists comma-separated); flags of `walcast run` win over",
+        "# both. `walcast run --print-config` shows the effective settings.",
+    ]
+    return _document(values, [output], head, example=True)
+
+
+def render_toml(config: DaemonConfig) -> str:
+    """``config`` as TOML (``--print-config``): the effective settings, secrets redacted.
+
+    The result loads back into the same configuration (given the same password sources),
+    except that a password in ``source.dsn`` (from ``--dsn`` or the environment) shows as
+    ``********``, and such a file is refused: passwords never come from the file.
+    """
+    values = {s.key: getattr(config, s.key) for s in SETTINGS}
+    for setting in SETTINGS:
+        if setting.secret and values[setting.key] is not None:
+            values[setting.key] = redact_dsn(values[setting.key])
+    values["producer"] = {
+        k: REDACTED if SECRET_PRODUCER_KEY.search(k) else v for k, v in config.producer.items()
+    }
+    outputs = [{s.key: getattr(o, s.key) for s in OUTPUT_SETTINGS} for o in config.outputs]
+    for output in outputs:
+        given = output["settings"]
+        output["settings"] = settings_text(given) if given is not None else {}
+    head = [
+        "# Effective settings of `walcast run` (file, then environment, then flags); secrets",
+        "# redacted. Producer settings apply over walcast's durable defaults.",
+    ]
+    return _document(values, outputs, head, example=False)
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` with its password (and ssl password) replaced by ``********``."""
+    from psycopg.conninfo import make_conninfo  # noqa: PLC0415
+
+    params = dsn_util.parse(dsn, setting="source.dsn")
+    if not {"password", "sslpassword"} & set(params):
+        return dsn
+    for key in ("password", "sslpassword"):
+        if key in params:
+            params[key] = REDACTED
+    return make_conninfo("", **params)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(example_toml())

@@ -1,0 +1,234 @@
+"""The settings of ``walcast run``: one table that everything else is built from.
+
+The file, the environment, the flags, the validation, ``--print-config`` and
+``walcast.example.toml`` all read it.
+
+Each :class:`Setting` names its section and key, its :class:`Kind` (how its value is
+checked and converted), its default (or :data:`REQUIRED`), one line of help and, where the
+default is not a good illustration, an example. :mod:`capture.daemon.config` loads and
+validates them; :mod:`capture.daemon.render` writes them out.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from capture.formats import FORMAT_NAMES
+from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, MODES, SnapshotMode
+
+ENV_PREFIX: Final = "WALCAST__"
+DEFAULT_TOPIC: Final = "walcast.{format}.{schema}.{table}"
+DEFAULT_TRANSACTION_TOPIC: Final = "walcast.{format}"
+REDACTED: Final = "********"
+SECRET_PRODUCER_KEY: Final = re.compile(
+    r"password|secret|token|ssl\.key\.pem|keystore", re.IGNORECASE
+)
+
+
+class Kind(enum.Enum):
+    """The type of a setting: how a raw value (TOML, environment text, flag) is checked."""
+
+    TEXT = "text"
+    """Any string."""
+    BOOL = "bool"
+    """``true``/``false`` (from text also ``1``/``0``, ``yes``/``no``, ``on``/``off``)."""
+    INT = "int"
+    """An integer within ``minimum``/``maximum``."""
+    NUMBER = "number"
+    """A float within ``minimum``/``maximum``."""
+    LIST = "list"
+    """A list of names (comma-separated text from the environment or a flag)."""
+    CHOICE = "choice"
+    """One of ``choices``."""
+    TOPIC = "topic"
+    """A legal Kafka topic name (``""`` too when ``empty_disables``)."""
+    TEMPLATE = "template"
+    """A topic template with the placeholders of :data:`TOPIC_FIELDS`."""
+    TABLE = "table"
+    """A table of string keys and values (file or flags only, not the environment)."""
+    DSN = "dsn"
+    """A libpq connection string or URI."""
+    AUTO_BOOL = "auto_bool"
+    """``true``/``false``, or ``auto`` (from text; in the file: the key left out): None."""
+
+
+class _Required:
+    """Marker default of a required setting."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Final = _Required()
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One configuration key: where it lives, its type, default and help.
+
+    The key is also the name of the :class:`DaemonConfig` (or :class:`OutputConfig`) field
+    that holds the validated value; ``default`` is that field's default (or
+    :data:`REQUIRED`). ``example`` is what ``walcast.example.toml`` shows for a setting
+    without a default.
+    """
+
+    section: str
+    key: str
+    kind: Kind
+    default: Any
+    help: str
+    secret: bool = False
+    """The value may hold a secret: ``--print-config`` redacts it."""
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    empty_disables: bool = False
+    """For topics: ``""`` is allowed and turns the feature off."""
+    example: Any = None
+
+    @property
+    def name(self) -> str:
+        """``section.key``, as error messages name the setting."""
+        return f"{self.section}.{self.key}"
+
+    @property
+    def env_name(self) -> str | None:
+        """``WALCAST__SECTION__KEY``, or None for settings the environment cannot set."""
+        if self.kind is Kind.TABLE or self.section == "outputs":
+            return None
+        return f"{ENV_PREFIX}{self.section.upper()}__{self.key.upper()}"
+
+    @property
+    def required(self) -> bool:
+        """Whether the setting has no default."""
+        return self.default is REQUIRED
+
+
+def _s(section: str, key: str, kind: Kind, default: Any, help_text: str, **extra: Any) -> Setting:
+    return Setting(section, key, kind, default, help_text, **extra)
+
+
+def _flag(section: str, key: str, help_text: str) -> Setting:
+    """A boolean setting; every walcast flag is off by default."""
+    return Setting(section, key, Kind.BOOL, default=False, help=help_text)
+
+
+SETTINGS: Final[tuple[Setting, ...]] = (
+    # -- [source] ---------------------------------------------------------------------------
+    _s("source", "dsn", Kind.DSN, REQUIRED,
+       "libpq connection string or URI (or $WALCAST_DSN); a password in it is refused "
+       "here (use password_env or password_file)",
+       secret=True, example="host=localhost dbname=app user=cdc"),
+    _s("source", "password_file", Kind.TEXT, None,
+       "file holding the PostgreSQL password (e.g. a container secret)",
+       example="/run/secrets/pg_password"),
+    _s("source", "password_env", Kind.TEXT, None,
+       "environment variable holding the PostgreSQL password", example="PGPASSWORD"),
+    _s("source", "slot", Kind.TEXT, REQUIRED, "logical replication slot (pgoutput) to stream",
+       example="walcast"),
+    _s("source", "publications", Kind.LIST, REQUIRED,
+       "publications to stream (comma-separated in the environment)", example=["walcast"]),
+    _flag("source", "create_slot", "create the slot if it does not exist"),
+    _s("source", "failover_slot", Kind.AUTO_BOOL, None,
+       "whether create_slot makes a failover slot (unset or auto: yes where the server "
+       "supports it, PostgreSQL 17+ on a primary)", example=True),
+    _flag("source", "create_publication",
+       "create missing publications (FOR ALL TABLES unless publish_tables is set)"),
+    _s("source", "publish_tables", Kind.LIST, [],
+       "schema.table list a created publication gets (empty: FOR ALL TABLES)"),
+    _s("source", "proto_version", Kind.INT, None,
+       "pgoutput protocol version 1-4 (unset: the highest the server supports)",
+       minimum=1, maximum=4, example=4),
+    _flag("source", "binary",
+       "ask for binary column values (decoded client-side to the same text)"),
+    _s("source", "streaming", Kind.CHOICE, None,
+       "stream in-progress transactions: on, off, parallel (unset: on where supported)",
+       choices=("on", "off", "parallel"), example="on"),
+    _flag("source", "two_phase",
+       "decode prepared transactions at PREPARE (v3+; the slot must be created with it)"),
+    _s("source", "spill_dir", Kind.TEXT, None,
+       "directory where held transactions spill to disk (unset: the system temp directory)",
+       example="/var/lib/walcast/spill"),
+    _s("source", "receive_timeout", Kind.NUMBER, None,
+       "seconds without any message from the server (not even a keepalive) before the "
+       "connection counts as lost and is retried (unset: a little above the server's "
+       "wal_sender_timeout)", minimum=1, example=90.0),
+    _s("source", "snapshot", Kind.CHOICE, SnapshotMode.AUTO.value,
+       "load existing rows first: auto, initial, never, initial-only (auto: initial "
+       "when this run creates the slot, else never)",
+       choices=MODES),
+    _s("source", "snapshot_workers", Kind.INT, DEFAULT_WORKERS,
+       "connections that read tables for the initial load", minimum=1),
+    _s("source", "snapshot_chunk_rows", Kind.INT, DEFAULT_CHUNK_ROWS,
+       "rows per key-range chunk of the initial load", minimum=1),
+    # -- [kafka] ----------------------------------------------------------------------------
+    _s("kafka", "bootstrap_servers", Kind.TEXT, REQUIRED, "Kafka bootstrap servers",
+       example="localhost:9092"),
+    _s("kafka", "security_protocol", Kind.TEXT, None,
+       "librdkafka security.protocol (unset: plaintext)", example="SASL_SSL"),
+    _s("kafka", "sasl_mechanism", Kind.TEXT, None,
+       "SASL mechanism; needs sasl_username and a sasl_password source",
+       example="SCRAM-SHA-512"),
+    _s("kafka", "sasl_username", Kind.TEXT, None, "SASL user name", example="walcast"),
+    _s("kafka", "sasl_password_env", Kind.TEXT, None,
+       "environment variable holding the SASL password", example="KAFKA_PASSWORD"),
+    _s("kafka", "sasl_password_file", Kind.TEXT, None, "file holding the SASL password",
+       example="/run/secrets/kafka_password"),
+    _flag("kafka", "exactly_once",
+       "write in Kafka transactions (read_committed readers see each change once)"),
+    _s("kafka", "offsets_topic", Kind.TOPIC, "walcast.offsets",
+       "compacted topic of exactly-once positions (with exactly_once)"),
+    _s("kafka", "producer", Kind.TABLE, {},
+       "librdkafka producer settings over walcast's durable defaults",
+       example={"compression.type": "zstd"}),
+    # -- [daemon] ---------------------------------------------------------------------------
+    _s("daemon", "heartbeat_interval", Kind.NUMBER, 10.0,
+       "seconds between heartbeat messages (0 disables)", minimum=0),
+    _s("daemon", "metrics_port", Kind.INT, 9187,
+       "TCP port of /metrics and /healthz (0 disables)", minimum=0, maximum=65535),
+    _s("daemon", "metrics_host", Kind.TEXT, "127.0.0.1",
+       "address /metrics and /healthz listen on (0.0.0.0 in a container)"),
+    _flag("daemon", "split_key_updates",
+       "send an UPDATE that changes the key as DELETE + INSERT"),
+    _s("daemon", "schema_topic", Kind.TOPIC, "walcast.schemas",
+       'compacted topic of table layouts for consumers ("" disables)', empty_disables=True),
+    _s("daemon", "snapshot_topic", Kind.TOPIC, "walcast.snapshots",
+       "compacted topic of initial-load progress"),
+    _s("daemon", "status_interval", Kind.NUMBER, 10.0,
+       "seconds between status updates to the server", minimum=0.1),
+    _s("daemon", "reconnect_max_backoff", Kind.NUMBER, 30.0,
+       "longest wait in seconds between reconnection attempts", minimum=0.1),
+    _s("daemon", "unhealthy_after", Kind.NUMBER, 60.0,
+       "seconds that nothing moved (no Kafka delivery or commit) while work waits, before "
+       "/healthz answers 503 (every mode)", minimum=0.1),
+    _s("daemon", "kafka_error_after", Kind.NUMBER, 30.0,
+       "seconds of unreachable brokers before one error line names them", minimum=0.1),
+)  # fmt: skip
+"""Every setting of the ``[source]``, ``[kafka]`` and ``[daemon]`` sections, in file order."""
+
+OUTPUT_SETTINGS: Final[tuple[Setting, ...]] = (
+    _s("outputs", "format", Kind.CHOICE, REQUIRED, "output format: " + ", ".join(FORMAT_NAMES),
+       choices=FORMAT_NAMES, example="canal"),
+    _s("outputs", "topic", Kind.TEMPLATE, DEFAULT_TOPIC,
+       "topic template of row changes ({format}, {database}, {schema}, {table})"),
+    _s("outputs", "transaction_topic", Kind.TEMPLATE, DEFAULT_TRANSACTION_TOPIC,
+       "topic template of messages of no single table (transaction markers)"),
+    _s("outputs", "settings", Kind.TABLE, {},
+       "format settings, keys prefixed by the format (see the README's Formats section)",
+       example={"canal.database_name": "schema"}),
+)  # fmt: skip
+"""The keys of one ``[[outputs]]`` entry."""
+
+SECTIONS: Final = ("source", "kafka", "daemon")
+BY_SECTION: Final = {s: {x.key: x for x in SETTINGS if x.section == s} for s in SECTIONS}
+BY_ENV: Final = {x.env_name: x for x in SETTINGS if x.env_name}
+
+DEPRECATED: Final[dict[str, str]] = {"daemon.degraded_after": "daemon.unhealthy_after"}
+"""Old setting names still read (``section.key`` → the setting that replaced it)."""
+DEPRECATED_BY_ENV: Final = {
+    f"{ENV_PREFIX}{old.replace('.', '__').upper()}": old for old in DEPRECATED
+}
+OUTPUT_BY_KEY: Final = {x.key: x for x in OUTPUT_SETTINGS}
