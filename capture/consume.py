@@ -182,7 +182,7 @@ def command(args: argparse.Namespace) -> int:
     """Run ``walcast consume``."""
     from confluent_kafka import Consumer, KafkaError, KafkaException  # noqa: PLC0415
 
-    from capture.sinks.kafka import ProtocolWatch  # noqa: PLC0415
+    from capture.sinks.kafka_client import ProtocolWatch  # noqa: PLC0415
 
     passing = (
         KafkaError._PARTITION_EOF,  # noqa: SLF001 - librdkafka's names

@@ -555,4 +555,3 @@ def _validate(raw: Mapping[str, Any], environ: Mapping[str, str]) -> DaemonConfi
         raise ConfigError("kafka.sasl_password_env: SASL needs a password (env var or file)")
     config.producer_settings()  # validates the forced durability settings
     return config
-

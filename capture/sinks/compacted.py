@@ -57,7 +57,7 @@ def read_compacted(
         TopicPartition,
     )
 
-    from capture.sinks.kafka import client_logger  # noqa: PLC0415 - avoids an import cycle
+    from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
 
     consumer = Consumer(
         {

@@ -18,11 +18,8 @@ Invariants:
   ``<source>/<schema>.<table>`` and name it (``"source"``), so two sources sharing the
   topics never take each other's layouts (:mod:`capture.identity`). A sink bound to one
   source refuses another (:class:`SourceChangedError`).
-* librdkafka's own log lines never reach the terminal raw: they go through structlog as
-  ``kafka_client`` events, each distinct line at most once per :data:`LOG_REPEAT_SECONDS`.
-  Lines that differ only in their timings and counts (``(after 3ms in state CONNECT, 4
-  identical error(s) suppressed)``) are the same line (:func:`repeat_key`); the first text
-  is the one logged, with how many were left out.
+* librdkafka's own log lines never reach the terminal raw, and a ``security.protocol``
+  the listener does not speak is one error (:mod:`capture.sinks.kafka_client`).
   An outage longer than ``error_after`` seconds is reported once, as one ``kafka_unreachable``
   error naming the brokers; ``kafka_reachable`` follows when deliveries resume.
 * SASL authentication failures are terminal: the next call raises :class:`KafkaSinkError`.
@@ -35,11 +32,9 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
-import re
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 import orjson
 import structlog
@@ -55,260 +50,30 @@ from capture.identity import SOURCE_HEADER, SourceIdentity
 from capture.interfaces import Output
 from capture.lsn import format_lsn
 from capture.position import DeliveryCount, Unit
+from capture.sinks.kafka_client import (
+    FATAL_CODES,
+    OUTAGE_CODES,
+    ClientLog,
+    KafkaSinkError,
+    ProtocolMismatchError,
+    ProtocolWatch,
+    SourceChangedError,
+    client_logger,
+    describe_brokers,
+    fatal_error,
+)
 
 log = structlog.get_logger("walcast.kafka")
 
-LOG_REPEAT_SECONDS: Final = 60.0
-"""A librdkafka log line repeated within this time is counted, not logged again."""
-_OUTAGE_CODES: Final = frozenset(
-    {
-        KafkaError._ALL_BROKERS_DOWN,  # noqa: SLF001 - librdkafka's public error codes
-        KafkaError._TRANSPORT,  # noqa: SLF001
-        KafkaError._RESOLVE,  # noqa: SLF001
-    }
-)
-_FATAL_CODES: Final = frozenset(
-    {
-        KafkaError._AUTHENTICATION,  # noqa: SLF001
-        KafkaError.SASL_AUTHENTICATION_FAILED,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    }
-)
-
-
-class KafkaSinkError(WalcastError):
-    """Kafka refused messages for good, or refused the client; the slot stays before it."""
-
-    exit_code = 6
-
-
-class SourceChangedError(WalcastError):
-    """The server behind the DSN is another source than the one this daemon streamed."""
-
-    exit_code = 2
-
-
-_SUPPRESSED: Final = re.compile(r",?\s*\d+ identical error\(s\) suppressed")
-_MILLISECONDS: Final = re.compile(r"\b\d+(?:\.\d+)?\s*ms\b")
-_COUNTED: Final = re.compile(r"\b\d+ (\w+)\(s\)")
-_AFTER_CLAUSE: Final = re.compile(r"\(after [^()]*\)")
-
-
-def repeat_key(text: str) -> str:
-    """``text`` without what changes between repeats of one librdkafka line.
-
-    librdkafka appends timings and counts to a repeated failure: ``Connection refused
-    (after 0ms in state CONNECT)``, then ``(after 1ms in state CONNECT, 3 identical error(s)
-    suppressed)``; ``3 request(s) timed out: disconnect (average rtt 1.224ms)``. Those are
-    one line to a reader: the suppressed count is dropped, every millisecond value and
-    ``N thing(s)`` count becomes ``N``, and so does any number left in an ``(after …)``
-    clause. Everything else (brokers, states, error text, ``1/2 brokers are down``) stays,
-    so different failures remain different lines.
-    """
-    key = _SUPPRESSED.sub("", text)
-    key = _MILLISECONDS.sub("Nms", key)
-    key = _COUNTED.sub(r"N \1(s)", key)
-    return _AFTER_CLAUSE.sub(lambda m: re.sub(r"\d+", "N", m.group(0)), key)
-
-
-class _KafkaLog(logging.Handler):
-    """librdkafka's log lines as structlog events, each distinct one rate-limited.
-
-    Lines are told apart by :func:`repeat_key`; a repeat within :data:`LOG_REPEAT_SECONDS`
-    is only counted, and the next line logged after that time says how many were left out
-    (``repeated``). The text logged is the line as librdkafka wrote it.
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(logging.WARNING)
-        self._clock = clock
-        self._seen: dict[str, tuple[float, int]] = {}
-        """By :func:`repeat_key`: when the line was last logged, and repeats since."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        key = repeat_key(text)
-        now = self._clock()
-        seen = self._seen.get(key)
-        if seen is not None and now - seen[0] < LOG_REPEAT_SECONDS:
-            self._seen[key] = (seen[0], seen[1] + 1)
-            return
-        suppressed = seen[1] if seen is not None else 0
-        self._seen[key] = (now, 0)
-        level = "error" if record.levelno >= logging.ERROR else "warning"
-        getattr(log, level)("kafka_client", message=text, repeated=suppressed or None)
-
-
-def client_logger() -> logging.Logger:
-    """The stdlib logger handed to every librdkafka client (producer, admin)."""
-    logger = logging.getLogger("walcast.kafka.client")
-    if not logger.handlers:
-        logger.addHandler(_KafkaLog())
-        logger.propagate = False
-    logger.setLevel(logging.WARNING)
-    return logger
-
-
-# -- security.protocol mismatches ------------------------------------------------------------
-
-_TLS_AT_PLAINTEXT: Final = re.compile(
-    r"connecting to a PLAINTEXT broker listener\?|wrong version number|packet length too long",
-    re.IGNORECASE,
-)
-"""What librdkafka (and OpenSSL under it) say when a TLS client meets a plaintext listener."""
-_PLAINTEXT_AT_TLS: Final = re.compile(
-    r"connecting to a SSL listener\?|Invalid response size (?:3525|3692)\d{5}\b"
-)
-"""What older librdkafka versions say when a plaintext client meets a TLS listener (a TLS
-alert or handshake record read as a Kafka response size: 0x1503…, 0x1603…)."""
-_APIVERSION_CLOSED: Final = re.compile(r"Disconnected\b.*\bin state APIVERSION_QUERY")
-_FAILURE_STATE: Final = re.compile(r"\(after \d+ms in state ")
-_BROKER_PREFIX: Final = re.compile(r"(?:[a-z_]+://)?(\S+?:\d+)/(?:bootstrap|-?\d+): ")
-_TIMING_SUFFIX: Final = re.compile(r"\s*\(after \d+ms in state ([^,()]*)[^()]*\)\s*$")
-_TLS_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})
-APIVERSION_CLOSES: Final = 5
-"""Connections a broker closes in a row while asked for its API versions (and nothing else
-failing between them) that make a plaintext client conclude the listener speaks TLS."""
-
-
-class ProtocolMismatchError(KafkaSinkError):
-    """``kafka.security_protocol`` is not what the broker's listener speaks.
-
-    ``listener`` is what the listener seems to speak: ``"plaintext"`` or ``"TLS"``;
-    ``broker`` its address, ``detail`` librdkafka's words (without timings).
-    """
-
-    def __init__(self, configured: str | None, broker: str, detail: str, listener: str) -> None:
-        self.configured = configured
-        self.broker = broker
-        self.detail = detail
-        self.listener = listener
-        shown = f"is {configured!r}" if configured else "is not set (plaintext)"
-        if listener == "plaintext":
-            sasl = "SASL" in (configured or "").upper()
-            keep_sasl = ' (or "SASL_PLAINTEXT" to keep SASL)' if sasl else ""
-            message = (
-                f"kafka.security_protocol {shown} but the broker at {broker} answers in "
-                f"plaintext (librdkafka: {detail})"
-            )
-            hint = (
-                f'set kafka.security_protocol = "PLAINTEXT"{keep_sasl}, or point '
-                "kafka.bootstrap_servers at the broker's SSL listener"
-            )
-        else:
-            message = (
-                f"kafka.security_protocol {shown} but the broker at {broker} closes every "
-                f"plaintext connection before answering, as a TLS listener does "
-                f"(librdkafka: {detail})"
-            )
-            hint = (
-                'set kafka.security_protocol = "SSL" (or "SASL_SSL" with the kafka.sasl_* '
-                "settings), or point kafka.bootstrap_servers at the broker's PLAINTEXT "
-                "listener"
-            )
-        super().__init__(message, hint=hint)
-
-    def plaintext_only(self, flag: str, command: str) -> KafkaSinkError:
-        """The line for a command that has no ``security.protocol`` and speaks plaintext."""
-        return KafkaSinkError(
-            f"{flag}: the broker at {self.broker} closes every plaintext connection before "
-            f"answering, as a TLS listener does (librdkafka: {self.detail}); walcast "
-            f"{command} connects in plaintext only",
-            hint=f"point {flag} at the broker's PLAINTEXT listener",
-        )
-
-
-class ProtocolWatch:
-    """Reads a client's error callbacks and log lines for a ``security.protocol`` mismatch.
-
-    librdkafka retries a connection whose protocol the listener does not speak for ever, as
-    it would a broker that is down, so walcast decides from what librdkafka says:
-
-    * a TLS client (``SSL``, ``SASL_SSL``) at a plaintext listener: the handshake fails with
-      ``connecting to a PLAINTEXT broker listener?`` (or OpenSSL's ``wrong version number``,
-      ``packet length too long``). Certain on the first line.
-    * a plaintext client (unset, ``PLAINTEXT``, ``SASL_PLAINTEXT``) at a TLS listener: the
-      listener closes the connection at the client's first request (ApiVersion); librdkafka
-      2.x says only ``Disconnected … (after 1ms in state APIVERSION_QUERY)``, at INFO level
-      and never to the error callback. A broker going down can close one connection that
-      way, so it takes :data:`APIVERSION_CLOSES` in a row, with no other failure between
-      them and no answer since (:meth:`answered`). Older librdkafka versions said
-      ``connecting to a SSL listener?``, which is certain at once.
-
-    ``found`` is the :class:`ProtocolMismatchError` to stop with (None: nothing seen).
-    """
-
-    def __init__(self, configured: str | None) -> None:
-        self.configured = configured or None
-        self.tls = (configured or "").upper() in _TLS_PROTOCOLS
-        self.found: ProtocolMismatchError | None = None
-        self._closes = 0
-
-    def note(self, text: str) -> None:
-        """Read one librdkafka line (an error callback's text or a log line)."""
-        if self.found is not None:
-            return
-        if self.tls:
-            if _TLS_AT_PLAINTEXT.search(text):
-                self._found(text, "plaintext")
-            return
-        if _PLAINTEXT_AT_TLS.search(text):
-            self._found(text, "TLS")
-        elif _APIVERSION_CLOSED.search(text):
-            self._closes += 1
-            if self._closes >= APIVERSION_CLOSES:
-                self._found(text, "TLS")
-        elif _FAILURE_STATE.search(text):
-            self._closes = 0  # another failure between them: not a listener's pattern
-
-    def answered(self) -> None:
-        """A broker answered (metadata, a delivery): earlier closes were not the listener's."""
-        self._closes = 0
-
-    def _found(self, text: str, listener: str) -> None:
-        prefixes = list(_BROKER_PREFIX.finditer(text))
-        broker, detail = "?", text
-        if prefixes:
-            broker, detail = prefixes[-1].group(1), text[prefixes[-1].end() :]
-        detail = _TIMING_SUFFIX.sub(r", in state \1", detail)
-        self.found = ProtocolMismatchError(self.configured, broker, detail.strip(), listener)
-
-
-class _ClientLog:
-    """The ``logger`` of one librdkafka client: every line is read by a :class:`ProtocolWatch`.
-
-    Then it goes on to :func:`client_logger` (and so to ``kafka_client`` events), unless
-    ``quiet``: while :meth:`KafkaSink.reachable` serves the client's queue, whose outcome
-    its caller reports itself. librdkafka calls ``log(level, format, *args)``.
-    """
-
-    def __init__(self, watch: ProtocolWatch) -> None:
-        self.watch = watch
-        self.quiet = False
-
-    def log(self, level: int, msg: str, *args: object, **_kwargs: object) -> None:
-        """Read the line, then hand it on (see the class docstring)."""
-        self.watch.note(msg % args if args else msg)
-        if not self.quiet:
-            client_logger().log(level, msg, *args)
-
-
-def fatal_error(exc: BaseException) -> KafkaError | None:
-    """The fatal client error behind ``exc`` (raised by confluent-kafka), if it is one."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, KafkaException) and seen.args:
-            error = seen.args[0]
-            if isinstance(error, KafkaError) and error.fatal():
-                return error
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def describe_brokers(settings: dict[str, Any]) -> str:
-    """The bootstrap servers, for messages (never credentials)."""
-    return str(settings.get("bootstrap.servers", "?"))
+__all__ = [
+    "KafkaSink",
+    "KafkaSinkError",
+    "ProtocolMismatchError",
+    "ProtocolWatch",
+    "SourceChangedError",
+    "client_logger",
+    "fatal_error",
+]
 
 
 class KafkaSink:
@@ -347,7 +112,7 @@ class KafkaSink:
         self.wait_hook: Callable[[], None] = lambda: None
         self.protocol = ProtocolWatch(settings.get("security.protocol"))
         """Watches the client for a ``security.protocol`` the listener does not speak."""
-        self._client_log = _ClientLog(self.protocol)
+        self._client_log = ClientLog(self.protocol)
         self.producer = Producer(
             {**settings, "logger": self._client_log, "error_cb": self._client_error}
         )
@@ -378,9 +143,9 @@ class KafkaSink:
         code = error.code()
         self._last_error = error.str()
         self.protocol.note(self._last_error)
-        if code in _FATAL_CODES or error.fatal():
+        if code in FATAL_CODES or error.fatal():
             self._fatal = error
-        elif code in _OUTAGE_CODES and self._outage_since is None:
+        elif code in OUTAGE_CODES and self._outage_since is None:
             self._outage_since = self._clock()
 
     def _serve(self, timeout: float, *, flush: bool = False) -> int:
@@ -423,7 +188,7 @@ class KafkaSink:
                 f"Kafka at {self.brokers} refused walcast: {self._fatal.str()}",
                 hint="check kafka.sasl_mechanism, kafka.sasl_username and the password, "
                 "and the client's ACLs"
-                if code in _FATAL_CODES
+                if code in FATAL_CODES
                 else "the producer cannot go on; restart walcast (nothing was acknowledged "
                 "past what Kafka confirmed)",
             )
@@ -566,11 +331,26 @@ class KafkaSink:
 
     def publish(self, topic: str, key: bytes, value: bytes) -> None:
         """Produce a walcast record (load progress) to ``topic``; its delivery is not tracked."""
+        self._produce_record(self._record_producer(), topic, value, key)
+
+    def _produce_record(
+        self,
+        producer: Producer,
+        topic: str,
+        value: bytes,
+        key: bytes,
+        on_delivery: Callable[[KafkaError | None, object], None] | None = None,
+    ) -> None:
+        """Produce one record of walcast's own, waiting for room in ``producer``'s queue."""
         while True:
             try:
-                self.producer.produce(topic, value, key)
+                producer.produce(topic, value, key, on_delivery=on_delivery)
             except BufferError:
-                self._backpressure()
+                if producer is self.producer:
+                    self._backpressure()
+                else:
+                    producer.poll(0.2)
+                    self.wait_hook()
             else:
                 return
 
@@ -582,15 +362,7 @@ class KafkaSink:
         producer = self._record_producer()
         reports: list[KafkaError | None] = []
         deadline = self._clock() + timeout
-        while True:
-            try:
-                producer.produce(
-                    topic, value, key, on_delivery=lambda err, _msg: reports.append(err)
-                )
-                break
-            except BufferError:
-                producer.poll(0.2)
-                self.wait_hook()
+        self._produce_record(producer, topic, value, key, lambda err, _msg: reports.append(err))
         while not reports and self._clock() < deadline:
             producer.poll(0.2)
             self._check()
@@ -620,18 +392,13 @@ class KafkaSink:
             record["source"] = self.source.key
             key = self.source.record_key(name)
         reports: list[KafkaError | None] = []
-        value = orjson.dumps(record)
-        while True:
-            try:
-                self.producer.produce(
-                    self.schema_topic,
-                    value,
-                    key.encode(),
-                    on_delivery=lambda err, _msg: reports.append(err),
-                )
-                break
-            except BufferError:
-                self._backpressure()
+        self._produce_record(
+            self.producer,
+            self.schema_topic,
+            orjson.dumps(record),
+            key.encode(),
+            lambda err, _msg: reports.append(err),
+        )
         while not reports:
             self._serve(0.1)
             self._check()

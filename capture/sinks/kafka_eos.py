@@ -5,67 +5,21 @@ topics, encoders, layouts, back-pressure, outage reporting) with a transactional
 A read_committed consumer sees every change exactly once, across ``kill -9`` at any
 point, broker restarts and a second daemon on the slot.
 
-How:
+Invariants (the design and its reasons: ``docs/adr/0001-exactly-once.md``):
 
-* **One producer per source.** ``transactional.id`` is derived from the server's system
-  identifier, the database and the slot (:class:`~capture.sinks.offsets.SourceIdentity`).
-  ``init_transactions`` runs once the replication stream holds the slot (PostgreSQL lets
-  one process stream a slot, so a second daemon is refused at ``START_REPLICATION`` before
-  it can touch Kafka) and fences the previous instance: a zombie's next Kafka call fails
-  with "fenced" and it stops; its open transaction is aborted.
-* **Units map to Kafka transactions.** A Kafka transaction holds whole units of the stream
-  (PostgreSQL transactions, load chunks, logical messages), batched: it is committed at the
-  first unit boundary after :data:`COMMIT_INTERVAL` seconds or :data:`COMMIT_MESSAGES`
-  messages, when the source is idle (a pump pass that sent nothing), and at a graceful
-  stop. Everything of the stream goes inside a transaction: changes of every format and
-  topic, transaction messages, table layouts, heartbeats. Load progress records alone go
-  through the base class's non-transactional idempotent producer (:meth:`publish`).
-* **Delivery = commit.** ``open_unit`` takes one extra ``outstanding`` token on the unit
-  and releases it only after ``commit_transaction`` succeeded, so the
-  :class:`~capture.position.PositionLedger` passes a unit (and the slot is confirmed past
-  it) only once its Kafka transaction committed.
-* **The position is in Kafka, atomically.** Just before each commit, one record goes to
-  the compacted offsets topic (:mod:`capture.sinks.offsets`), inside the same transaction:
-  the commit LSN of the transaction's last unit. It is produced last, so the offsets
-  partition joins the transaction only for its last milliseconds and other sources' reads
-  of the topic are not held up. At start, after ``init_transactions``, the record is read
-  back (read_committed) and :class:`~capture.skip_committed.SkipCommitted` drops what the
-  slot replays up to it.
-* **Errors.** An abortable error (a failed commit, a broker that lost the transaction, a
-  message that timed out) aborts the Kafka transaction and ends the session with a
-  retried error; the runner then discards this producer (:meth:`abort`) and the next
-  session starts exactly like a restart after ``kill -9``: a new producer fences the old
-  one, reads the offsets record, skips what Kafka has. Being fenced, a refused message,
-  an authorization failure or a broker that refuses the transaction timeout stop the
-  daemon with one line.
-* Every wait (``init_transactions``, flush, commit, abort, back-pressure) is made of
-  calls of at most half a second, with ``wait_hook`` between them, so the replication
-  connection stays alive and stops are seen.
-
-A PostgreSQL transaction is never split across Kafka transactions. Splitting would need a
-position inside a transaction (commit LSN + ordinal) and encoders able to resume in the
-middle of one: the IBM encoder holds a pending segment and numbers segments per
-transaction, formats with BEGIN/COMMIT records would repeat them, and a consumer would see
-a transaction's first half committed alone. Instead, the bound is the Kafka transaction
-timeout: ``transaction.timeout.ms`` defaults to :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`
-(15 min, the broker's default ``transaction.max.timeout.ms``), settable with
-``kafka.producer``. A single PostgreSQL transaction that takes longer than that to write
-stops the daemon with one line naming its commit LSN and both settings (raise them, or run
-that backlog at-least-once). The price of a long timeout: if walcast is killed and not
-restarted, read_committed consumers of its topics wait until the broker times the open
-transaction out (a restart fences it at once).
-
-When to choose which mode (also in the README): at-least-once is faster (see
-``bench/run_e2e.py``) and any consumer can read it, replays are detectable by
-(commit LSN, ordinal). Exactly-once suits consumers that cannot de-duplicate (counters,
-appends) and can read with ``isolation.level=read_committed``; its cost is throughput and
-latency (a change is visible only after its batch commits), and every Kafka transaction
-passes through the transaction coordinator. Consumers reading read_uncommitted see aborted
-messages too: EOS holds only at read_committed.
-
-Limits: the exactly-once guarantee covers the stream. A load chunk's progress record is
-written after the chunk's transaction committed, so a crash between them loads that chunk
-again (its rows arrive again, as a load does after any restart).
+* one transactional producer per source (``transactional.id`` from the source's identity);
+  ``init_transactions`` runs once the replication stream holds the slot and fences any
+  older instance;
+* a Kafka transaction holds whole units of the stream (PostgreSQL transactions, load
+  chunks, logical messages), committed at a unit boundary after :data:`COMMIT_INTERVAL`
+  seconds or :data:`COMMIT_MESSAGES` messages, when the source is idle, and at a stop;
+  load progress records alone go through the non-transactional producer (:meth:`publish`);
+* delivery = commit: a unit is passed by the ledger only once its Kafka transaction
+  committed, and each transaction ends with the offsets record of its last unit
+  (:mod:`capture.sinks.offsets`), read back at start to skip the slot's replay;
+* every wait is made of calls of at most :data:`WAIT_STEP` seconds with ``wait_hook``
+  between them; a PostgreSQL transaction is never split across Kafka transactions (its
+  bound is ``transaction.timeout.ms``, :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`).
 """
 
 from __future__ import annotations
@@ -79,7 +33,7 @@ from typing import Any, Final
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from capture.errors import RetryPolicy, SetupError, WalcastError
+from capture.errors import SetupError, WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
 from capture.identity import SourceIdentity
@@ -87,6 +41,14 @@ from capture.interfaces import Output, StopRequested
 from capture.lsn import format_lsn
 from capture.position import Unit
 from capture.replication.slots import slot_holder, source_identity
+from capture.sinks.eos_errors import (
+    FENCED_CODES,
+    KafkaTransactionAbortedError,
+    fenced,
+    init_failed,
+    record_refused,
+    too_large,
+)
 from capture.sinks.kafka import KafkaSink, KafkaSinkError, client_logger, fatal_error
 from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, OffsetRecord, read_offset
 
@@ -104,28 +66,6 @@ ABORT_TIMEOUT: Final = 10.0
 next instance's ``init_transactions`` (or the broker's timeout)."""
 WAIT_STEP: Final = 0.5
 """The longest single blocking call: ``wait_hook`` runs at least this often."""
-_FENCED_CODES: Final = frozenset(
-    {
-        KafkaError._FENCED,  # noqa: SLF001 - librdkafka's public error codes
-        KafkaError.PRODUCER_FENCED,
-        KafkaError.INVALID_PRODUCER_EPOCH,
-    }
-)
-
-
-class KafkaTransactionAbortedError(WalcastError):
-    """The Kafka transaction was (or must be) aborted; the session restarts.
-
-    It restarts from Kafka's committed position: nothing is lost, nothing is repeated at
-    read_committed.
-    """
-
-    retry = RetryPolicy.TRANSIENT
-    exit_code = 6
-
-
-class TransactionTooLargeError(KafkaSinkError):
-    """One PostgreSQL transaction did not fit in one Kafka transaction's timeout."""
 
 
 class TransactionalKafkaSink(KafkaSink):
@@ -337,8 +277,8 @@ class TransactionalKafkaSink(KafkaSink):
         """Encode one change and produce its messages."""
         self.send(output, output.encoder.change(event), unit)
 
-    def publish(self, topic: str, key: bytes, value: bytes) -> None:
-        """Produce a walcast record (load progress) with the non-transactional producer.
+    def _record_producer(self) -> Producer:
+        """Walcast's records (load progress) go through the non-transactional producer.
 
         A progress record is written after the chunks it counts were committed, never with
         them, so a transaction would not make it atomic with them; outside transactions it
@@ -346,17 +286,6 @@ class TransactionalKafkaSink(KafkaSink):
         record is written before the slot exists), and the progress topic, which daemons
         of both modes may share, holds no transaction markers.
         """
-        while True:
-            try:
-                self._plain.produce(topic, value, key)
-            except BufferError:
-                self._plain.poll(WAIT_STEP)
-                self.wait_hook()
-            else:
-                return
-
-    def _record_producer(self) -> Producer:
-        """The producer of walcast's own records: the non-transactional one (see publish)."""
         return self._plain
 
     def announce(self, table: Table) -> None:
@@ -436,7 +365,7 @@ class TransactionalKafkaSink(KafkaSink):
     def _check(self) -> None:
         """As the base; being fenced by another instance gets its own line."""
         fatal = self._fatal
-        if fatal is not None and fatal.code() in _FENCED_CODES:
+        if fatal is not None and fatal.code() in FENCED_CODES:
             raise self._fenced(fatal)
         KafkaSink._check(self)  # noqa: SLF001 - our own base class
 
@@ -457,15 +386,7 @@ class TransactionalKafkaSink(KafkaSink):
             self._client_error(error)
 
     def _fenced(self, error: KafkaError) -> KafkaSinkError:
-        identity = self.source
-        slot = identity.slot if identity is not None else "?"
-        tid = identity.transactional_id if identity is not None else "?"
-        return KafkaSinkError(
-            f"another walcast took over slot {slot!r}: Kafka fenced this one "
-            f"(transactional.id {tid!r}): {error.str()}",
-            hint="only one walcast may stream a slot; this one stops, the newer one carries on "
-            "from what Kafka committed",
-        )
+        return fenced(self.source, error)
 
     # -- the transaction ------------------------------------------------------------------
 
@@ -540,23 +461,8 @@ class TransactionalKafkaSink(KafkaSink):
         )
 
     def _init_failed(self, error: KafkaError) -> KafkaSinkError:
-        code = error.code()
-        if code == KafkaError.INVALID_TRANSACTION_TIMEOUT:
-            hint = (
-                f"lower kafka.producer transaction.timeout.ms (now "
-                f"{int(self.transaction_timeout * 1000)}) or raise the brokers' "
-                "transaction.max.timeout.ms"
-            )
-        elif code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-            hint = "grant walcast's principal WRITE and DESCRIBE on its transactional id"
-        elif code in _FENCED_CODES:
-            return self._fenced(error)
-        else:
-            hint = "check the brokers (transactions need transaction.state.log topics)"
-        return KafkaSinkError(
-            f"Kafka at {self.brokers} refused walcast's transactional producer: {error.str()}",
-            hint=hint,
-        )
+        timeout_ms = int(self.transaction_timeout * 1000)
+        return init_failed(self.source, self.brokers, error, timeout_ms)
 
     def _begin(self) -> None:
         if not self._ready:
@@ -604,29 +510,16 @@ class TransactionalKafkaSink(KafkaSink):
         producer = self.producer
         identity = self.source
         if self._record is None and self._units and identity is not None:
-            last = self._units[-1]
-            record = OffsetRecord(
-                source=identity.key,
-                commit_lsn=last.commit_lsn,
-                end_lsn=last.end_lsn,
-                units=len(self._units),
-                transactional_id=identity.transactional_id,
-                written_at=time.time(),
-                generation=self.generation,
-                timeline=self.timeline,
+            record = OffsetRecord.closing(
+                identity, self._units, generation=self.generation, timeline=self.timeline
             )
-            value = record.to_json()
-            while True:
-                try:
-                    producer.produce(
-                        self.offsets_topic,
-                        value,
-                        identity.key.encode(),
-                        on_delivery=self._record_delivered,
-                    )
-                    break
-                except BufferError:
-                    self._backpressure()
+            self._produce_record(
+                producer,
+                self.offsets_topic,
+                record.to_json(),
+                identity.key.encode(),
+                self._record_delivered,
+            )
             self._record = record
         while len(producer) > 0:
             self._serve(WAIT_STEP, flush=True)
@@ -674,11 +567,7 @@ class TransactionalKafkaSink(KafkaSink):
             self._record_error = error
 
     def _record_refused(self, error: KafkaError) -> KafkaSinkError:
-        return KafkaSinkError(
-            f"Kafka refused walcast's offsets record on topic {self.offsets_topic!r}: "
-            f"{error.str()}",
-            hint="let walcast write (and read) kafka.offsets_topic, a compacted topic",
-        )
+        return record_refused(self.offsets_topic, error)
 
     def _failed_unit(self) -> None:
         for unit in self._units:
@@ -689,20 +578,8 @@ class TransactionalKafkaSink(KafkaSink):
         return format_lsn(self._units[-1].commit_lsn) if self._units else "(no unit)"
 
     def _too_large(self, unit: Unit) -> WalcastError:
-        if self.outage_seconds > 0:
-            return KafkaTransactionAbortedError(
-                f"Kafka at {self.brokers} was unreachable for longer than the transaction "
-                f"timeout ({self.transaction_timeout:g} s) while the transaction committed at "
-                f"{format_lsn(unit.commit_lsn)} was written",
-                hint="walcast aborts it and resumes from what Kafka committed",
-            )
-        return TransactionTooLargeError(
-            f"the PostgreSQL transaction committed at {format_lsn(unit.commit_lsn)} took "
-            f"longer than transaction.timeout.ms ({int(self.transaction_timeout * 1000)}) to "
-            "write into one Kafka transaction; exactly-once mode cannot split it",
-            hint="raise kafka.producer transaction.timeout.ms (and the brokers' "
-            "transaction.max.timeout.ms), or stream this backlog without --exactly-once",
-        )
+        away = self.outage_seconds > 0
+        return too_large(unit.commit_lsn, self.brokers, self.transaction_timeout, kafka_away=away)
 
     def _log_abort(self, reason: str) -> None:
         self.aborts += 1

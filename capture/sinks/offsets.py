@@ -32,9 +32,10 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 import structlog
@@ -42,6 +43,10 @@ import structlog
 from capture.errors import RetryPolicy, WalcastError
 from capture.lsn import format_lsn
 from capture.sinks.compacted import TopicUnreadableError, read_compacted
+
+if TYPE_CHECKING:
+    from capture.identity import SourceIdentity
+    from capture.position import Unit
 
 log = structlog.get_logger("walcast.offsets")
 
@@ -79,6 +84,28 @@ class OffsetRecord:
     """The timeline of the server that streamed the unit (None: an older walcast). After a
     failover, a ``commit_lsn`` past where that timeline ended on the new server is not in
     its history (:meth:`capture.daemon.runner.Daemon._skip_bound`)."""
+
+    @classmethod
+    def closing(
+        cls,
+        source: SourceIdentity,
+        units: Sequence[Unit],
+        *,
+        generation: str | None,
+        timeline: int | None,
+    ) -> OffsetRecord:
+        """The record that ends a Kafka transaction holding ``units`` (the last is the mark)."""
+        last = units[-1]
+        return cls(
+            source=source.key,
+            commit_lsn=last.commit_lsn,
+            end_lsn=last.end_lsn,
+            units=len(units),
+            transactional_id=source.transactional_id,
+            written_at=time.time(),
+            generation=generation,
+            timeline=timeline,
+        )
 
     def to_json(self) -> bytes:
         """The record's value (LSNs also in PostgreSQL's ``X/Y`` text, for people)."""

@@ -13,8 +13,9 @@ from capture.formats import format_class
 from capture.identity import SourceIdentity
 from capture.position import Checkpoint, PositionLedger
 from capture.pump import Output, Pump
+from capture.sinks.eos_errors import TransactionTooLargeError
 from capture.sinks.kafka import KafkaSinkError
-from capture.sinks.kafka_eos import TransactionalKafkaSink, TransactionTooLargeError
+from capture.sinks.kafka_eos import TransactionalKafkaSink
 from capture.sinks.offsets import read_offset
 from capture.sinks.topics import TopicNamer
 from capture.synthetic import format_options

@@ -13,10 +13,10 @@ import pytest
 from confluent_kafka import KafkaError
 from structlog.testing import capture_logs
 
-from capture.sinks.kafka import (
+from capture.sinks.kafka import KafkaSink
+from capture.sinks.kafka_client import (
     APIVERSION_CLOSES,
     LOG_REPEAT_SECONDS,
-    KafkaSink,
     ProtocolMismatchError,
     ProtocolWatch,
     _KafkaLog,
