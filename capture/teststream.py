@@ -35,7 +35,7 @@ from capture.synthetic import (
     SyntheticSource,
     advance_clock,
 )
-from capture.synthetic.shop import DATABASE
+from capture.synthetic.tables import DATABASE
 
 if TYPE_CHECKING:
     from capture.sinks.kafka import KafkaSink

@@ -24,7 +24,7 @@ _CLIENT_KEYS = ("security.protocol", "sasl.mechanism", "sasl.mechanisms")
 
 def admin_settings(bootstrap: str, kafka_options: Mapping[str, str]) -> dict[str, Any]:
     """The AdminClient settings for ``bootstrap`` and the job's ``kafka.*`` source options."""
-    from capture.sinks.kafka import client_logger  # noqa: PLC0415
+    from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
 
     settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": client_logger()}
     for key, value in kafka_options.items():

@@ -73,7 +73,7 @@ Values (before values of every column, then after values, in column order)
       bytea is ``""``), like IBM's hex strings.
     * Record delimiters inside quoted values are not escaped (only the string delimiter
       is, as the IBM document says): split records with a quote-aware reader such as
-      :func:`split_records`, or a CSV reader in multi-line mode.
+      :func:`capture.formats.ibm_records.split_records`, or a CSV reader in multi-line mode.
 
 Images
     * INSERT: all before values empty. DELETE: all after values empty.
@@ -149,7 +149,7 @@ from capture.pgoutput.messages import UnchangedToast
 from capture.types.text import bytea_from_text
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
 
 PREFIX: Final = "ibm."
 DEFAULT_MAX_MESSAGE_SIZE: Final = 1_000_000
@@ -589,63 +589,3 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
     def frame_for_tail(self, message: EncodedMessage) -> bytes:
         """Print the records as they are: each already ends with the record delimiter."""
         return message.value
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def split_records(
-    data: bytes | str,
-    *,
-    column_delimiter: str = ",",
-    record_delimiter: str = "\n",
-    string_delimiter: str = '"',
-) -> Iterator[list[str | None]]:
-    """Parse delimited records: per record, its fields (None for an empty field).
-
-    Quoted fields come back without their delimiters and with doubled delimiters
-    undone; record delimiters inside quotes belong to the value. A quoted empty string
-    is ``""`` (an empty str), an empty field None (NULL).
-    """
-    text = data.decode() if isinstance(data, bytes) else data
-    cd, rd, q = column_delimiter, record_delimiter, string_delimiter
-    n = len(text)
-    fields: list[str | None] = []
-    i = 0
-    while i < n:
-        if text[i] == q:
-            parts = []
-            i += 1
-            while True:
-                j = text.find(q, i)
-                if j < 0:
-                    raise ValueError(f"unterminated quoted field at offset {i - 1}")
-                parts.append(text[i:j])
-                i = j + 1
-                if i < n and text[i] == q:
-                    parts.append(q)
-                    i += 1
-                    continue
-                break
-            fields.append("".join(parts))
-        else:
-            j = i
-            while j < n and text[j] != cd and text[j] != rd:
-                j += 1
-            fields.append(text[i:j] or None)
-            i = j
-        if i >= n:
-            break
-        char = text[i]
-        i += 1
-        if char == rd:
-            yield fields
-            fields = []
-        elif char == cd:
-            if i >= n:
-                fields.append(None)
-                break
-        else:
-            raise ValueError(f"unexpected {char!r} after a quoted field at offset {i - 1}")
-    if fields:
-        yield fields

@@ -12,7 +12,8 @@ from capture.synthetic.generator import (
     advance_clock,
     format_options,
 )
-from capture.synthetic.shop import build_tables, generate, table_specs
+from capture.synthetic.shop import generate
+from capture.synthetic.tables import build_tables, table_specs
 
 __all__ = [
     "SyntheticClock",

@@ -15,7 +15,8 @@ from typing import Any, Final
 from capture.events import PG_EPOCH_US, StreamItem, TransactionBegin
 from capture.formats.base import FormatOptions
 from capture.formats.settings import FormatSettings
-from capture.synthetic.shop import DATABASE, SERVER, SOURCE_VERSION, generate
+from capture.synthetic.shop import generate
+from capture.synthetic.tables import DATABASE, SERVER, SOURCE_VERSION
 
 BATCH: Final = 4096
 """Items handed on per :meth:`SyntheticSource.poll`."""

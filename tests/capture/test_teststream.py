@@ -25,11 +25,13 @@ from capture.events import (
     pg_ts_to_datetime,
 )
 from capture.formats import FORMAT_NAMES, encoder_for, parse_settings
-from capture.formats.ibm import HEADER_FIELDS, split_records
+from capture.formats.ibm import HEADER_FIELDS
+from capture.formats.ibm_records import split_records
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, ReplicaIdentity
 from capture.synthetic import SyntheticClock, format_options
-from capture.synthetic.shop import TABLES, build_tables, generate, jsonb_text, table_specs
+from capture.synthetic.shop import generate
+from capture.synthetic.tables import TABLES, build_tables, jsonb_text, table_specs
 from capture.teststream import add_parser, produce, without_table_parts
 from capture.types import TypeRegistry
 

@@ -34,7 +34,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from capture.formats.ibm import split_records
+from capture.formats.ibm_records import split_records
 from capture.lsn import format_lsn, parse_lsn
 from capture.replication.slots import source_identity
 from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, read_offset

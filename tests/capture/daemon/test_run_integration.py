@@ -19,7 +19,8 @@ import pytest
 from fastavro import parse_schema, schemaless_reader
 
 from capture.formats import FORMAT_NAMES
-from capture.formats.ibm import HEADER_FIELDS, split_records
+from capture.formats.ibm import HEADER_FIELDS
+from capture.formats.ibm_records import split_records
 from capture.lsn import parse_lsn
 from tests.support import kafka as k
 from tests.support import scenario as sc

@@ -35,8 +35,8 @@ from capture.formats.ibm import (
     format_transaction_id,
     parse_commit_lsn,
     parse_transaction_id,
-    split_records,
 )
+from capture.formats.ibm_records import split_records
 from capture.formats.layout import layout_record
 from capture.lsn import parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
