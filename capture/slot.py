@@ -41,7 +41,7 @@ def command_drop(args: argparse.Namespace) -> int:
     import psycopg  # noqa: PLC0415
     from psycopg import errors as pg_errors  # noqa: PLC0415
 
-    from capture.replication.setup import connect  # noqa: PLC0415
+    from capture.replication.connect import connect  # noqa: PLC0415
 
     dsn = dsn_from(args)
     name = str(args.slot)

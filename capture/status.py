@@ -95,7 +95,7 @@ def command(args: argparse.Namespace) -> int:
     import psycopg  # noqa: PLC0415
 
     from capture import dsn as dsn_util  # noqa: PLC0415
-    from capture.replication.setup import connect  # noqa: PLC0415
+    from capture.replication.connect import connect  # noqa: PLC0415
 
     dsn = dsn_from(args)
     with connect(dsn) as conn:

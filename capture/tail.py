@@ -31,7 +31,7 @@ from capture.assembly import LoadPlan, OutputPlan, connect_source, replication_p
 from capture.formats.settings import FormatSettings
 from capture.load_mode import SnapshotMode
 from capture.position import PositionLedger
-from capture.replication.setup import connect
+from capture.replication.connect import connect
 from capture.replication.side import SideConnection
 from capture.replication.slots import find_slot
 from capture.sinks.stream import StreamSink

@@ -27,7 +27,7 @@ from bench.soak import VENDOR_FORMATS, Options, build_spark, run_soak
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
-WORKLOAD_MINUTES = 1.25
+WORKLOAD_MINUTES = 1.0
 
 
 @pytest.fixture(scope="module")

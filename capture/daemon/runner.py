@@ -51,7 +51,7 @@ from capture.lsn import format_lsn
 from capture.position import PositionLedger
 from capture.pump import HEARTBEAT_PREFIX, Output, Pump, Source, needs_transaction_sizes
 from capture.replication import catalog, slots
-from capture.replication.setup import connect
+from capture.replication.connect import connect
 from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
 from capture.sinks.kafka_eos import TransactionalKafkaSink  # exactly-once

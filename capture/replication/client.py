@@ -15,7 +15,7 @@ sent while the stream has been quiet for ``status_interval`` asks the server for
 database and whatever its ``wal_sender_timeout``. When nothing at all (no data, no
 keepalive) has arrived for ``receive_timeout`` seconds while walcast was reading, the
 stream counts as lost (:class:`~capture.errors.ConnectionLostError`, retried); the
-connection also uses TCP keepalives (:func:`capture.replication.setup.connect`), so a
+connection also uses TCP keepalives (:func:`capture.replication.connect.connect`), so a
 peer that vanished is noticed by the kernel too.
 """
 
@@ -40,13 +40,14 @@ from capture.errors import (
     WalcastError,
 )
 from capture.lsn import format_lsn, parse_lsn
+from capture.replication.connect import connect, libpq_message
 from capture.replication.protocol import (
     Keepalive,
     XLogData,
     parse_copy_data,
     standby_status,
 )
-from capture.replication.setup import connect, invalidated_slot_error, libpq_message
+from capture.replication.setup import invalidated_slot_error
 
 DEFAULT_STATUS_INTERVAL: Final = 10.0
 ACK_STATUS_INTERVAL: Final = 1.0

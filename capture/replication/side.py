@@ -15,6 +15,7 @@ import psycopg
 import structlog
 
 from capture import dsn as dsn_util
+from capture.replication.connect import libpq_message
 
 log = structlog.get_logger("walcast.side")
 
@@ -54,8 +55,6 @@ class SideConnection:
         return self._conn
 
     def _scrub(self, exc: BaseException) -> str:
-        from capture.replication.setup import libpq_message  # noqa: PLC0415 - setup uses this module
-
         return libpq_message(dsn_util.scrub(str(exc), self._dsn)) or type(exc).__name__
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from psycopg import sql
 from capture import dsn as dsn_util
 from capture.errors import ConnectionLostError
 from capture.identity import SourceIdentity
+from capture.replication.connect import connect, libpq_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,17 +209,14 @@ def identify_system(dsn: str) -> SystemIdentity:
     """``IDENTIFY_SYSTEM`` on a short replication connection to ``dsn``.
 
     Raises :class:`~capture.errors.ConnectionLostError` (retried) when the server cannot be
-    reached; a refused role is :func:`~capture.replication.setup.connect`'s terminal error.
+    reached; a refused role is :func:`~capture.replication.connect.connect`'s terminal error.
     """
     from capture.lsn import parse_lsn  # noqa: PLC0415 - keeps this module's imports small
-    from capture.replication.setup import connect  # noqa: PLC0415 - setup imports this module
 
     try:
         with connect(dsn, replication=True) as conn:
             row = conn.execute("IDENTIFY_SYSTEM").fetchone()
     except psycopg.Error as exc:
-        from capture.replication.setup import libpq_message  # noqa: PLC0415
-
         text = libpq_message(dsn_util.scrub(str(exc), dsn))
         raise ConnectionLostError(
             f"cannot identify the server {dsn_util.describe(dsn)}: {text or type(exc).__name__}",
@@ -240,8 +238,6 @@ def source_identity(dsn: str, slot: str) -> SourceIdentity:
 
 def slot_holder(dsn: str, slot: str) -> int | None:
     """The pid of the process streaming ``slot`` now (None: nobody, or no such slot)."""
-    from capture.replication.setup import connect  # noqa: PLC0415 - setup imports this module
-
     with connect(dsn) as conn:
         found = find_slot(conn, slot)
     return found.active_pid if found is not None else None

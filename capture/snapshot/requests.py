@@ -28,7 +28,7 @@ from capture.errors import ConfigError, SetupError
 from capture.flags import add_command
 from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.replication import catalog
-from capture.replication.setup import connect
+from capture.replication.connect import connect
 from capture.snapshot.assigner import ALL_TABLES, INITIAL_REQUEST, REQUEST_PREFIX
 from capture.snapshot.progress import ProgressStore, TableProgress
 

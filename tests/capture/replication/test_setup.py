@@ -6,7 +6,7 @@ import psycopg
 import pytest
 
 from capture.errors import AccessDeniedError, ConnectionLostError, RetryPolicy
-from capture.replication.setup import connection_error
+from capture.replication.connect import connection_error
 
 DSN = "host=db port=5433 dbname=app user=cdc password=S3cr3tPw0rd"
 PREFIX = 'connection failed: connection to server at "10.0.0.5", port 5433 failed: '
