@@ -15,7 +15,12 @@ Measures, in one run, on one table of ``--rows`` rows (bigint key, text, int, ti
 
 Usage: eval "$(scripts/local-services start all)"; python bench/snapshot.py
        [--rows 5000000] [--workers 1,2,4] [--format json] [--chunk-rows 50000]
-       [--writes 2000] [--ceiling-messages 2000000]
+       [--writes 2000] [--ceiling-messages 2000000] [--profile DIR]
+
+``--profile DIR`` runs each ``walcast run`` under py-spy (``pip install py-spy``, samples of the
+thread holding the GIL: where the CPU time of the Python threads goes) and writes
+its samples to ``DIR/load-<workers>w.txt`` (collapsed stacks, one per thread: read them with
+``flamegraph.pl`` or speedscope); the rates of a profiled run are lower than without it.
 """
 
 from __future__ import annotations
@@ -115,6 +120,11 @@ def walcast_rate(args: argparse.Namespace, dsn: str, table: str, workers: int) -
         "--topic", f"bench_load_{tag}" + ".{format}.{table}",
         "--schema-topic", f"bench_load_{tag}.schemas", "--metrics-port", "0",
     ]  # fmt: skip
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        out = Path(args.profile) / f"load-{workers}w.txt"
+        command = ["py-spy", "record", "--format", "raw", "--threads", "--gil", "-r", "250",
+                   "-o", str(out), "--", *command]  # fmt: skip
     retained = 0
     stop = threading.Event()
     writer = threading.Thread(
@@ -172,6 +182,7 @@ def main() -> int:
         default=2_000_000,
         help="messages of the bare-producer ceiling run (0: skip it)",
     )
+    parser.add_argument("--profile", metavar="DIR", help="record each load with py-spy into DIR")
     args = parser.parse_args()
     if "WALCAST_TEST_DSN" not in os.environ or "WALCAST_TEST_KAFKA" not in os.environ:
         sys.exit('start the services first: eval "$(scripts/local-services start all)"')
@@ -206,9 +217,10 @@ def main() -> int:
             )
         for workers in (int(w) for w in args.workers.split(",")):
             rate, retained = walcast_rate(args, dsn, table, workers)
+            versus = f"   {rate / ceiling:.2f}x the Kafka ceiling" if args.ceiling_messages else ""
             print(
                 f"walcast run --snapshot initial-only, {workers} worker(s): "
-                f"{rate:10,.0f} rows/s   ratio {rate / reference:.2f}   "
+                f"{rate:10,.0f} rows/s   ratio {rate / reference:.2f}{versus}   "
                 f"peak WAL retained {retained / 2**20:.1f} MiB"
             )
     finally:
