@@ -7,7 +7,10 @@
 # /metrics and /healthz on 0.0.0.0:9187 (WALCAST__DAEMON__METRICS_HOST; a config file's
 # metrics_host is overridden by this variable, set it to change the address). The
 # HEALTHCHECK asks /healthz, which `walcast run` serves: 200 while it streams and Kafka
-# confirms deliveries, 503 when degraded.
+# confirms deliveries, 503 when degraded. It asks only when the container runs `walcast
+# run` (its PID 1's command line), on WALCAST__DAEMON__METRICS_PORT (9187; 0: nothing to
+# ask): a one-shot container of the same image (`docker compose run --rm walcast status`,
+# `consume`, `tail`) serves no /healthz and is never marked unhealthy.
 #
 #   docker run --rm walcast run --dsn "host=db dbname=app user=cdc" --slot walcast \
 #       --publication walcast --bootstrap-servers kafka:9092 --format canal
@@ -33,7 +36,13 @@ ENV PYTHONUNBUFFERED=1 \
     WALCAST__DAEMON__METRICS_HOST=0.0.0.0
 EXPOSE 9187
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9187/healthz', timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; \
+        words = open('/proc/1/cmdline', 'rb').read().decode(errors='replace').split(chr(0)); \
+        at = next((i for i, w in enumerate(words) if w.rsplit('/', 1)[-1] == 'walcast'), len(words)); \
+        rest = words[at + 1:]; \
+        command = next((w for i, w in enumerate(rest) if not w.startswith('-') and (i == 0 or rest[i - 1] != '--log-level')), ''); \
+        port = os.environ.get('WALCAST__DAEMON__METRICS_PORT') or '9187'; \
+        command != 'run' or port == '0' or urllib.request.urlopen('http://127.0.0.1:' + port + '/healthz', timeout=4)"]
 ENTRYPOINT ["walcast"]
 CMD ["--help"]
 

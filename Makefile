@@ -10,16 +10,64 @@ PYTHON := $(VENV)/bin/python
 SERVICES := scripts/local-services
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup demo test test-versions unit lint typecheck bench services-start services-stop
+.PHONY: setup prerequisites test-prerequisites demo test test-versions unit lint typecheck bench \
+	services-start services-stop
 
-$(PYTHON):
-	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
+# What the set-up needs from the system, checked before anything is downloaded: ONE line
+# naming every missing command and the Debian/Ubuntu package that has it (the README's
+# first set-up line installs them all). The interpreter is checked only while $(VENV) is
+# missing: once the venv exists, BOOTSTRAP_PYTHON is not used again.
+# $(call missing_commands,command:package ...) -> "command not found: install package; ..."
+missing_commands = $(foreach pair,$(1),$(if $(shell command -v $(firstword $(subst :, ,$(pair))) 2>/dev/null),,$(firstword $(subst :, ,$(pair))) not found: install $(lastword $(subst :, ,$(pair)));))
+JDK_PACKAGE := openjdk-17-jdk-headless
+javac_major = $(shell javac -version 2>&1 | sed -n 's/^javac \([0-9]*\).*/\1/p')
+python_problem = $(shell \
+	if ! command -v $(BOOTSTRAP_PYTHON) >/dev/null 2>&1; then \
+	  echo "$(BOOTSTRAP_PYTHON) not found: install python3 python3-venv;"; \
+	elif ! $(BOOTSTRAP_PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
+	  echo "$(BOOTSTRAP_PYTHON) is $$($(BOOTSTRAP_PYTHON) -c 'import platform; print(platform.python_version())'), walcast needs 3.11+: install python3.11 python3.11-venv and run make BOOTSTRAP_PYTHON=python3.11;"; \
+	elif ! $(BOOTSTRAP_PYTHON) -c 'import ensurepip' 2>/dev/null; then \
+	  echo "$(BOOTSTRAP_PYTHON) cannot create a venv (no ensurepip): install $$($(BOOTSTRAP_PYTHON) -c 'import sys; print("python%d.%d-venv" % sys.version_info[:2])');"; \
+	fi)
+setup_problems = $(strip \
+	$(if $(wildcard $(PYTHON)),,$(python_problem)) \
+	$(call missing_commands,javac:$(JDK_PACKAGE) mvn:maven) \
+	$(if $(javac_major),$(if $(filter 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16,$(javac_major)),javac is $(javac_major)$(,) walcast needs 17+: install $(JDK_PACKAGE) and select it (sudo update-alternatives --config javac);)))
+, := ,
+
+test_problems = $(call missing_commands,unzip:unzip xz:xz-utils)
+# $(call stop_if,problems): stop make with them as one line (clauses end with ";").
+stop_if = $(if $(strip $(1)),$(error $(subst ;;,,$(strip $(1));)))
+
+prerequisites:
+	$(call stop_if,$(setup_problems))
+	@:
+
+# make test also runs the capture core on PostgreSQL majors fetched from Maven Central,
+# which scripts/local-services unpacks with unzip and xz.
+test-prerequisites:
+	$(call stop_if,$(setup_problems) $(test_problems))
+	@:
+
+# A venv that ensurepip could not finish is removed, so the next run creates it again.
+$(PYTHON): | prerequisites
+	$(BOOTSTRAP_PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --upgrade pip
 
-setup: $(PYTHON)
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
+# walcast and its dependencies, installed in place (editable: a code change needs no new
+# install); again when pyproject.toml changes. PYTHONWARNINGS: setuptools' 11-line
+# "Editable installation" notice (a warning of the build backend, which pip's --quiet does
+# not silence) says nothing a user needs.
+INSTALLED := $(VENV)/.walcast-installed
+$(INSTALLED): pyproject.toml | $(PYTHON)
+	PYTHONWARNINGS='ignore:Editable installation' \
+	  $(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
+	@touch $@
+
+setup: prerequisites $(INSTALLED)
 	PYTHON=$(PYTHON) scripts/fetch-spark-jars >/dev/null
 	scripts/build-readers >/dev/null
+	@echo "set-up done: walcast is in $(VENV)/bin; put it on PATH in your shell with: . $(VENV)/bin/activate"
 
 services-start:
 	$(SERVICES) start all
@@ -30,18 +78,18 @@ services-stop:
 demo: setup
 	bash scripts/demo
 
-lint:
+lint: $(INSTALLED)
 	$(PYTHON) -m ruff check capture pipeline tests bench
 	$(PYTHON) -m ruff format --check capture pipeline tests bench
 
-typecheck:
+typecheck: $(INSTALLED)
 	$(PYTHON) -m mypy
 
-unit: $(PYTHON)
+unit: $(INSTALLED)
 	$(PYTHON) -m pytest -m "not integration" -q
 
 # Every test on PostgreSQL 15 (Debian's), then the capture core on the other majors.
-test: setup lint typecheck
+test: test-prerequisites setup lint typecheck
 	eval "$$($(SERVICES) start all)" && $(PYTHON) -m pytest -q
 	$(MAKE) --no-print-directory test-versions PG_MAJORS="13 14 16 17 18"
 
@@ -50,7 +98,7 @@ test: setup lint typecheck
 # started beside it by scripts/local-services (WALCAST_PG_VERSION). One major:
 # `make test-versions PG_MAJORS=13`.
 PG_MAJORS ?= 13 14 15 16 17 18
-test-versions: setup
+test-versions: test-prerequisites setup
 	eval "$$($(SERVICES) start kafka)" && \
 	  WALCAST_TEST_PG_VERSIONS="$(PG_MAJORS)" $(PYTHON) -m pytest -q -m core
 
