@@ -1,7 +1,12 @@
-"""The ``walcast`` command line.
+"""The ``walcast`` command line: the parser of every subcommand, and ``tail`` and ``run``.
 
-Every user error ends as one line on stderr (``walcast: error: …``) and a non-zero exit
-code from :class:`~capture.errors.WalcastError`; tracebacks are for bugs only.
+Every user error ends as one line on stderr (``walcast: error: …``, several for a
+configuration with several problems, one per problem) and a non-zero exit code from
+:class:`~capture.errors.WalcastError`; tracebacks are for bugs only.
+
+Help is written for the terminal (see :mod:`capture.flags`): each command's description
+and examples are text here or in the command's own module (``run``'s in
+:mod:`capture.daemon.arguments`), never a module docstring.
 """
 
 from __future__ import annotations
@@ -13,44 +18,107 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import NoReturn
+from typing import Any, Final, NoReturn
 
 import structlog
 
 from capture import __version__
 from capture import logging as walcast_logging
+from capture.daemon.arguments import add_load_arguments, flag_values
+from capture.daemon.arguments import add_parser as add_run_parser
 from capture.errors import ConfigError, WalcastError
-from capture.flags import format_settings, int_at_least, key_values, settings_by_format
-from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, MODES, SnapshotMode
+from capture.flags import DSN_HELP, add_command, examples_epilog, format_settings, int_at_least
+from capture.formats import FORMAT_NAMES
+from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, SnapshotMode
 from capture.lsn import parse_lsn
 
 _positive_int = int_at_least(1)
 
+DESCRIPTION: Final = """\
+walcast streams PostgreSQL's logical replication (pgoutput) in the change
+formats of other CDC tools: to the terminal (tail) or into Kafka (run). The
+other commands look at slots, publications, topics and loads.
+
+An error is one line on stderr starting with "walcast: error:" (with a hint
+on what to do) and a non-zero exit code. Each command has its own --help."""
+"""What ``walcast --help`` says walcast does."""
+
+EXAMPLES: Final = (
+    (
+        'walcast tail --dsn "host=db dbname=app user=cdc" --slot walcast \\\n'
+        "    --publication walcast --create-slot --create-publication"
+    ),
+    "walcast run --config walcast.toml",
+    'walcast status --dsn "host=db dbname=app user=cdc"',
+    "walcast run --help",
+)
+
+TAIL_HELP: Final = "print committed row changes on stdout as they happen"
+"""The line ``walcast --help`` shows for ``tail``."""
+
+TAIL_DESCRIPTION: Final = """\
+Print every committed row change of the published tables on stdout as it
+happens, in one output format (--format). JSON formats print one document per
+line, DTS Avro one base64 line per record, IBM delimited its own records.
+Load progress, warnings and errors go to stderr.
+
+Changes come from a logical replication slot (pgoutput): whole transactions,
+in commit order, after their commit. tail acknowledges the slot only after the
+output was flushed, and only whole transactions; a change printed again by a
+later run (after --max-events stopped inside a transaction) carries the same
+commit LSN and ordinal.
+
+--snapshot initial prints the tables' existing rows first (the default when
+tail creates the slot); tail does not resume an interrupted load, walcast run
+does. Ctrl-C or SIGTERM ends tail cleanly (exit 0)."""
+"""What ``walcast tail --help`` says the command does."""
+
+TAIL_EXAMPLES: Final = (
+    (
+        'walcast tail --dsn "host=db dbname=app user=cdc" --slot walcast \\\n'
+        "    --publication walcast --create-slot --create-publication"
+    ),
+    "walcast tail --slot walcast --publication shop --format canal --max-events 5",
+    (
+        "walcast tail --slot walcast --publication walcast --snapshot initial \\\n"
+        "    --format ibm --format-option 'ibm.column_delimiter=;'"
+    ),
+)
+
 
 def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("source")
+    group.add_argument("--dsn", help=DSN_HELP)
     group.add_argument(
-        "--dsn",
-        help="libpq connection string or URI (default: $WALCAST_DSN; keep passwords in "
-        "$PGPASSWORD or ~/.pgpass: a command line is visible to every user)",
+        "--slot",
+        required=True,
+        metavar="NAME",
+        help="logical replication slot to read (pgoutput); required",
     )
-    group.add_argument("--slot", required=True, help="logical replication slot (pgoutput)")
     group.add_argument(
         "--publication",
         required=True,
         action="append",
-        help="publication name; repeat for several",
+        metavar="NAME",
+        help="publication to stream; repeat (or comma-separate) for several; required",
     )
-    group.add_argument("--create-slot", action="store_true", help="create the slot if missing")
+    group.add_argument(
+        "--create-slot",
+        action="store_true",
+        help="create the slot if it does not exist (default: the slot must exist)",
+    )
     group.add_argument(
         "--create-publication",
         action="store_true",
-        help="create the publication if missing (FOR ALL TABLES unless --publish-tables)",
+        help="create missing publications: FOR ALL TABLES, or the tables of "
+        "--publish-tables (default: they must exist)",
     )
     group.add_argument(
         "--publish-tables",
         default="",
-        help="comma-separated schema.table list for --create-publication",
+        metavar="TABLES",
+        help="comma-separated schema.table list a publication created by "
+        "--create-publication gets (default: all tables)",
     )
     group.add_argument(
         "--proto-version",
@@ -61,30 +129,45 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--binary",
         action="store_true",
-        help="ask for binary column values (decoded client-side; default text, which is "
-        "exactly PostgreSQL's own rendering)",
+        help="ask for binary column values, decoded here to the same text (default: text, "
+        "PostgreSQL's own rendering)",
     )
     group.add_argument(
         "--streaming",
         choices=("on", "off", "parallel"),
-        help="stream in-progress transactions (default: on where the protocol allows)",
+        help="stream in-progress transactions to walcast, which still prints them only at "
+        "their commit (default: on where the protocol allows)",
     )
     group.add_argument(
         "--messages",
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="receive pg_logical_emit_message records (default: on for PostgreSQL 14+)",
     )
     group.add_argument(
         "--two-phase",
         action="store_true",
-        help="decode prepared transactions at PREPARE (v3+; slot must be created with it)",
+        help="decode prepared transactions at PREPARE (protocol 3+; the slot must be "
+        "created with it)",
     )
-    group.add_argument("--start-lsn", default="0/0", help="start position X/Y (default: slot's)")
     group.add_argument(
-        "--status-interval", type=float, default=10.0, help="seconds between status updates"
+        "--start-lsn",
+        default="0/0",
+        metavar="LSN",
+        help="start position X/Y (default: 0/0, the slot's confirmed position)",
     )
-    group.add_argument("--spill-dir", help="directory for held transactions that spill to disk")
+    group.add_argument(
+        "--status-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between status updates to the server (default: 10)",
+    )
+    group.add_argument(
+        "--spill-dir",
+        metavar="DIR",
+        help="directory for held transactions that spill to disk (default: the system's "
+        "temporary directory)",
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -99,36 +182,38 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(
         prog="walcast",
-        description="PostgreSQL logical replication to vendor CDC formats.",
+        description=DESCRIPTION,
+        epilog=examples_epilog(EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"walcast {__version__}")
-    parser.add_argument(
-        "--log-level",
-        default=os.environ.get("WALCAST_LOG_LEVEL"),
-        help="log level (default: warning for tail, info for run)",
-    )
+    walcast_logging.add_log_level_argument(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    tail = commands.add_parser(
-        "tail", help="print committed row changes as they happen", description=__doc__
-    )
+    tail = add_command(commands, "tail", TAIL_HELP, TAIL_DESCRIPTION, TAIL_EXAMPLES)
     _add_source_arguments(tail)
-    tail.add_argument(
+    output = tail.add_argument_group("output")
+    output.add_argument(
         "--format",
         default="json",
-        help="output format: json, canal, shareplex, dataworks, qlik, ibm, dts-avro",
+        help="output format: " + ", ".join(FORMAT_NAMES) + " (default: json)",
     )
-    tail.add_argument(
+    output.add_argument(
         "--format-option",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="format setting, e.g. ibm.column_delimiter=';' (repeatable)",
+        help="format setting, e.g. ibm.column_delimiter=';' (the key's prefix names the "
+        "format; repeatable)",
     )
-    tail.add_argument(
-        "--max-events", type=_positive_int, help="exit 0 after printing this many row changes"
+    output.add_argument(
+        "--max-events",
+        type=_positive_int,
+        metavar="N",
+        help="exit 0 after printing this many row changes (default: until stopped)",
     )
-    _add_snapshot_arguments(tail)
+    add_load_arguments(tail)
+    add_run_parser(commands)
     from capture import teststream  # noqa: PLC0415 - keeps import time of other commands low
 
     teststream.add_parser(commands)
@@ -143,106 +228,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     snapshot_requests.add_parser(commands)
     _add_spark_parser(commands)
-    run = commands.add_parser(
-        "run",
-        help="stream the slot into Kafka in one or more formats (the daemon)",
-        description="Stream a replication slot into Kafka. Settings come from --config "
-        "(TOML), then WALCAST__<SECTION>__<KEY> environment variables, then these flags.",
-    )
-    run.add_argument("--config", help="TOML configuration file")
-    run.add_argument(
-        "--print-config",
-        action="store_true",
-        help="print the effective settings as TOML (secrets redacted) and exit",
-    )
-    run.add_argument(
-        "--dsn",
-        help="libpq connection string (source.dsn; default: $WALCAST_DSN); keep the password "
-        "out of it (source.password_env/_file, $PGPASSWORD, ~/.pgpass)",
-    )
-    run.add_argument("--slot", help="replication slot (source.slot)")
-    run.add_argument("--publication", action="append", help="publication (repeatable)")
-    run.add_argument("--create-slot", action="store_true", default=None)
-    run.add_argument(
-        "--failover-slot",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="--create-slot creates a failover slot (source.failover_slot; default: where the "
-        "server supports it, PostgreSQL 17+ on a primary)",
-    )
-    run.add_argument(
-        "--receive-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="seconds without any message from the server before the connection counts as "
-        "lost and is retried (source.receive_timeout; default: a little above the "
-        "server's wal_sender_timeout)",
-    )
-    run.add_argument("--create-publication", action="store_true", default=None)
-    run.add_argument("--publish-tables", help="schema.table list for --create-publication")
-    run.add_argument("--bootstrap-servers", help="Kafka bootstrap servers")
-    run.add_argument(
-        "--format",
-        action="append",
-        help="output format (repeatable; replaces the file's [[outputs]])",
-    )
-    run.add_argument("--topic", help="topic template for --format outputs")
-    run.add_argument("--transaction-topic", help="topic template for messages of no table")
-    run.add_argument("--metrics-port", type=int, help="port of /metrics and /healthz (0: off)")
-    run.add_argument("--heartbeat-interval", type=float, help="seconds between heartbeats")
-    run.add_argument(
-        "--split-key-updates",
-        action="store_true",
-        default=None,
-        help="send an UPDATE that changes the key as DELETE + INSERT",
-    )
-    run.add_argument("--schema-topic", help="topic for table layouts ('' disables)")
-    run.add_argument(
-        "--exactly-once",
-        action="store_true",
-        default=None,
-        help="write in Kafka transactions: read_committed consumers see every change once, "
-        "across crashes (kafka.exactly_once; slower than the default at-least-once)",
-    )
-    _add_snapshot_arguments(run)
-    run.add_argument(
-        "--producer-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="librdkafka producer setting, e.g. compression.type=zstd (repeatable)",
-    )
-    run.add_argument(
-        "--format-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="format setting for --format outputs, e.g. ibm.max_message_size=500000; "
-        "each goes to the format its prefix names",
-    )
     return parser
 
 
-def _add_snapshot_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("initial load")
-    group.add_argument(
-        "--snapshot",
-        choices=MODES,
-        help="load the published tables' existing rows first (initial), or only that "
-        "(initial-only), or not (never); default (auto): initial when the slot is created "
-        "now, else never",
-    )
-    group.add_argument(
-        "--snapshot-workers",
-        type=_positive_int,
-        help=f"tables are read in key-range chunks by this many connections (default "
-        f"{DEFAULT_WORKERS})",
-    )
-    group.add_argument(
-        "--snapshot-chunk-rows",
-        type=_positive_int,
-        help=f"rows per chunk (default {DEFAULT_CHUNK_ROWS})",
-    )
+SPARK_MISSING_DESCRIPTION: Final = """\
+The Spark jobs (spark normalize, spark materialize) read walcast's topics into
+normalized and current-state tables. They need the spark extra, which is not
+installed here: pip install 'walcast[spark]' (pyspark and delta-spark)."""
+"""What ``walcast spark --help`` says when the Spark jobs are not installed."""
 
 
 def _add_spark_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -250,7 +243,13 @@ def _add_spark_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
     try:
         from pipeline.cli import add_parser  # noqa: PLC0415 - optional dependency
     except ImportError:
-        spark = commands.add_parser("spark", help="Spark jobs (pip install 'walcast[spark]')")
+        spark = add_command(
+            commands,
+            "spark",
+            "Spark jobs (pip install 'walcast[spark]')",
+            SPARK_MISSING_DESCRIPTION,
+            ("pip install 'walcast[spark]' && walcast spark --help",),
+        )
         spark.set_defaults(func=_spark_missing)
         return
     add_parser(commands)
@@ -263,52 +262,9 @@ def _spark_missing(_args: argparse.Namespace) -> int:
     )
 
 
-def _run_cli_values(args: argparse.Namespace) -> dict[str, dict[str, object]]:
-    outputs = None
-    if args.format_option and not args.format:
-        raise ConfigError("--format-option: only applies to outputs given with --format")
-    if args.format:
-        settings = settings_by_format(args.format_option, args.format)
-        outputs = [
-            {
-                k: v
-                for k, v in (
-                    ("format", f),
-                    ("topic", args.topic),
-                    ("transaction_topic", args.transaction_topic),
-                    ("settings", settings[f]),
-                )
-                if v is not None
-            }
-            for f in args.format
-        ]
-    return {
-        "source": {
-            "dsn": args.dsn,
-            "slot": args.slot,
-            "publications": args.publication,
-            "create_slot": args.create_slot,
-            "failover_slot": args.failover_slot,
-            "create_publication": args.create_publication,
-            "publish_tables": args.publish_tables,
-            "receive_timeout": args.receive_timeout,
-            "snapshot": args.snapshot,
-            "snapshot_workers": args.snapshot_workers,
-            "snapshot_chunk_rows": args.snapshot_chunk_rows,
-        },
-        "kafka": {
-            "bootstrap_servers": args.bootstrap_servers,
-            "producer": key_values(args.producer_option, "--producer-option") or None,
-            "exactly_once": args.exactly_once,
-        },
-        "daemon": {
-            "metrics_port": args.metrics_port,
-            "heartbeat_interval": args.heartbeat_interval,
-            "split_key_updates": args.split_key_updates,
-            "schema_topic": args.schema_topic,
-        },
-        "outputs": {"list": outputs},
-    }
+def _run_cli_values(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``walcast run``'s flags give the settings (see :func:`flag_values`)."""
+    return flag_values(args)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -316,21 +272,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     from capture import dsn as dsn_util  # noqa: PLC0415
     from capture.daemon import config as daemon_config  # noqa: PLC0415
     from capture.daemon.runner import Daemon  # noqa: PLC0415
+    from capture.errors import InvalidSettingsError  # noqa: PLC0415
 
-    environ = dict(os.environ)
     if dsn_util.has_password(args.dsn):  # the flag only: the environment is not visible
         structlog.get_logger("walcast.cli").warning(
             "password_in_command_line",
             detail=dsn_util.command_line_warning("source.password_env or source.password_file"),
         )
-    if args.dsn is None and "WALCAST_DSN" in environ:
-        args.dsn = environ["WALCAST_DSN"]
-    config = daemon_config.load(args.config, _run_cli_values(args), environ)
+    parsed = daemon_config.parse(args.config, _run_cli_values(args), dict(os.environ))
     if args.print_config:
-        from capture.daemon.render import render_toml  # noqa: PLC0415
+        from capture.daemon import render  # noqa: PLC0415
 
-        sys.stdout.write(render_toml(config))
+        if parsed.problems:
+            sys.stdout.write(render.render_parsed(parsed))
+            sys.stdout.flush()
+            raise InvalidSettingsError(parsed.problems)
+        sys.stdout.write(render.render_toml(parsed.config()))
         return 0
+    config = parsed.config()
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop.handle)
     signal.signal(signal.SIGINT, stop.handle)
@@ -423,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(args, "func", None) or COMMANDS[args.command]
         return int(handler(args))
     except WalcastError as exc:
-        print(f"walcast: error: {exc.one_line()}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"walcast: error: {line}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
         # The reader went away (e.g. `| head`); nothing more to print, nothing to ack.

@@ -53,11 +53,38 @@ class WalcastError(Exception):
         text = f"{self.message} (hint: {self.hint})" if self.hint else self.message
         return " ".join(text.split())
 
+    def lines(self) -> list[str]:
+        """The lines the CLI prints, each after ``walcast: error:``.
+
+        One line, but for :class:`InvalidSettingsError`.
+        """
+        return [self.one_line()]
+
 
 class ConfigError(WalcastError):
     """A setting is missing or malformed; the message names the setting."""
 
     exit_code = 2
+
+
+class InvalidSettingsError(ConfigError):
+    """Every problem of a configuration, found at once (``walcast run``'s settings).
+
+    The CLI prints one ``walcast: error:`` line per problem, in the order they were found;
+    :meth:`one_line` joins them with ``; `` for the places that take one line.
+    """
+
+    def __init__(self, problems: list[ConfigError]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(p.one_line() for p in self.problems))
+
+    def one_line(self) -> str:
+        """Every problem's line, joined with ``; ``."""
+        return self.message
+
+    def lines(self) -> list[str]:
+        """One line per problem."""
+        return [p.one_line() for p in self.problems]
 
 
 class SetupError(WalcastError):

@@ -3,6 +3,13 @@
 ``add_command`` and ``int_at_least`` give every subcommand the same help layout and the same
 one-line errors for integer flags.
 
+Help is written for the terminal, not taken from docstrings: a subcommand's ``--help`` prints
+its description as written (line breaks kept, lines under 80 columns), each flag with its
+default and valid values, then an ``examples:`` block of command lines. Module docstrings
+are for the people who read the code; nothing of them reaches ``--help``
+(tests/capture/test_help.py walks every subcommand and fails on docstring markup or a
+module or class name).
+
 ``--format-option KEY=VALUE`` keys name their format: ``ibm.column_delimiter=;`` (the prefix
 is the format name, or the name with ``-`` as ``_``: ``dts_avro.…``). A key that names no
 format, or a format that is not an output of the command, is an error naming the key; it is
@@ -13,22 +20,50 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from capture.errors import ConfigError
 from capture.formats import FORMAT_NAMES, FormatSettings, parse_settings
+
+DSN_HELP: Final = (
+    "libpq connection string or URI of the source database (default: $WALCAST_DSN); keep "
+    "the password in $PGPASSWORD or ~/.pgpass: a command line is visible to every user"
+)
+"""The help of ``--dsn`` for the commands that connect to the source database."""
 
 
 def add_command(
     subparsers: argparse._SubParsersAction,  # type: ignore[type-arg]
     name: str,
     help_text: str,
-    doc: str | None,
+    description: str,
+    examples: Sequence[str] = (),
 ) -> argparse.ArgumentParser:
-    """Add subcommand ``name``, whose ``--help`` prints ``doc`` (its module docstring) as is."""
+    """Add subcommand ``name``: ``--help`` prints ``description`` as written, then examples.
+
+    ``help_text`` is the one line the parent command's ``--help`` lists; ``examples`` are
+    whole command lines, printed one per line under ``examples:``.
+    """
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help_text, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+        name,
+        help=help_text,
+        description=description,
+        epilog=examples_epilog(examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser
+
+
+def examples_epilog(examples: Sequence[str]) -> str | None:
+    """The ``examples:`` block of a ``--help`` (None when there are none).
+
+    Each example is indented by two spaces, every line of it (a long example may go on
+    over several lines, each but the last ending in a backslash, as a shell reads it).
+    """
+    if not examples:
+        return None
+    lines = [line for example in examples for line in example.splitlines()]
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:

@@ -22,6 +22,15 @@ UPDATEs or DELETEs (no key and identity DEFAULT, or identity NOTHING).
 ``--json`` prints one JSON object (``slots`` and ``publications``, LSNs as ``X/Y`` text,
 sizes in bytes, lag time in seconds or null) for scripts and monitoring. Only reads the
 catalog (:mod:`capture.replication.catalog`); never changes anything.
+
+The server's ``wal_level`` is part of the report (``wal_level`` in ``--json``). When it is
+not ``logical`` (``replica`` or ``minimal``), no logical slot can exist or be created, so
+the text starts with one line saying so and what to do (``ALTER SYSTEM SET wal_level =
+logical`` and a restart) before the (empty) slot list: "no slots" is never left to
+explain itself. status still exits 0 then: it reports the server as it is, as it does for
+a lost slot; a check that must fail reads ``wal_level`` from ``--json``.
+
+``--help`` is :data:`DESCRIPTION` and :data:`EXAMPLES`, written for the terminal.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from capture.errors import ConfigError, SetupError, lsn_text
-from capture.flags import add_command
+from capture.flags import DSN_HELP, add_command
 
 if TYPE_CHECKING:  # psycopg loads only when a command runs (keeps `walcast --help` fast)
     import psycopg
@@ -46,32 +55,61 @@ if TYPE_CHECKING:  # psycopg loads only when a command runs (keeps `walcast --he
 HELP: Final = "show replication slots (lag, retained WAL, risk) and published tables"
 """The line ``walcast --help`` shows for this command."""
 
+DESCRIPTION: Final = """\
+Show the replication slots of a PostgreSQL database and the tables its
+publications hold. Only reads the server's catalog; never changes anything.
+
+For each logical slot of the database (or each --slot): its plugin, whether a
+consumer streams from it (pid, last reply), the confirmed flush position, the
+lag in bytes and in time, the WAL it retains, the risk that
+max_slot_wal_keep_size invalidates it (ok, unbounded, at-risk or lost), and
+whether it survives a failover to a standby (ready, at-risk, not-ready, synced,
+not-synced; unsupported before PostgreSQL 17). Lag in time is PostgreSQL's own
+measure from the consumer's last reply, so it is unknown while no consumer is
+connected.
+
+For each publication (every one of the database, or each --publication): its
+tables with their replica identity and primary key, and a note on each table
+whose UPDATEs or DELETEs PostgreSQL will refuse.
+
+When the server's wal_level is not logical, the first line says so and how to
+change it (no logical slot can exist until then).
+
+--json prints the same as one JSON object (positions as X/Y, sizes in bytes,
+lag in seconds or null), for scripts and monitoring."""
+"""What ``walcast status --help`` says the command does."""
+
+EXAMPLES: Final = (
+    'walcast status --dsn "host=db dbname=app user=cdc"',
+    'walcast status --dsn "host=db dbname=app user=cdc" --slot walcast --json',
+    'WALCAST_DSN="host=db dbname=app user=cdc" walcast status --publication walcast',
+)
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``walcast status`` to the CLI (``args.func`` runs it)."""
-    parser = add_command(subparsers, "status", HELP, __doc__)
+    parser = add_command(subparsers, "status", HELP, DESCRIPTION, EXAMPLES)
     add_dsn_argument(parser)
     parser.add_argument(
         "--slot",
         action="append",
-        help="only this slot (repeatable; default: every logical slot of the database)",
+        metavar="NAME",
+        help="show only this slot (repeatable; default: every logical slot of the database)",
     )
     parser.add_argument(
         "--publication",
         action="append",
-        help="show this publication's tables (repeatable; default: every publication)",
+        metavar="NAME",
+        help="show this publication's tables (repeatable; default: every publication of "
+        "the database)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.set_defaults(func=command)
 
 
 def add_dsn_argument(parser: argparse.ArgumentParser) -> None:
     """``--dsn`` as ``status`` and ``slot`` take it (default ``$WALCAST_DSN``)."""
-    parser.add_argument(
-        "--dsn",
-        help="libpq connection string or URI of the source database (default: $WALCAST_DSN; "
-        "keep passwords in $PGPASSWORD or ~/.pgpass: a command line is visible to every user)",
-    )
+    parser.add_argument("--dsn", help=DSN_HELP)
 
 
 def dsn_from(args: argparse.Namespace) -> str:
@@ -164,6 +202,7 @@ def gather(
     return {
         "database": str(database[0]) if database else None,
         "server_version": version,
+        "wal_level": catalog.setting(conn, "wal_level"),
         "max_slot_wal_keep_size": keep,
         "synchronized_standby_slots": standbys,
         "slots": [_slot(s, keep, failover_readiness(s, version, guards)) for s in found],
@@ -344,12 +383,30 @@ def _ago(when: str | None) -> str:
     return f"last reply {max(seconds, 0):.1f} s ago"
 
 
+def wal_level_problem(wal_level: str | None) -> str | None:
+    """The line saying that ``wal_level`` rules out logical replication, or None if it does not.
+
+    None for ``logical``, and for an unknown level (a report of a server that did not say).
+    """
+    if wal_level is None or wal_level == "logical":
+        return None
+    return (
+        f"wal_level is {wal_level!r} on this server: logical replication needs "
+        "wal_level=logical (hint: ALTER SYSTEM SET wal_level = logical; then restart "
+        "PostgreSQL)"
+    )
+
+
 def render(report: dict[str, Any]) -> str:
     """The human form of a status report."""
     lines: list[str] = []
+    problem = wal_level_problem(report.get("wal_level"))
+    if problem:
+        lines += [problem, ""]
     slots = report["slots"]
     if not slots:
-        lines.append(f"no logical replication slots in database {report['database']}")
+        none_yet = " (none can exist until wal_level is logical)" if problem else ""
+        lines.append(f"no logical replication slots in database {report['database']}{none_yet}")
     for s in slots:
         plugin = s["plugin"] or "physical"
         lines.append(f"slot {s['slot']} ({plugin}, database {s['database'] or '-'})")

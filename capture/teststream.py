@@ -14,6 +14,9 @@ read the time from the source's synthetic clock (each transaction's commit time 
 Against Kafka every wait is bounded: a broker that does not answer within
 :data:`KAFKA_CONNECT_TIMEOUT` seconds, or a message not confirmed within
 :data:`KAFKA_DELIVERY_TIMEOUT`, ends the command with one line and a non-zero exit.
+
+``--help`` is :data:`DESCRIPTION` and :data:`EXAMPLES`, written for the terminal (its
+timeouts are these constants).
 """
 
 from __future__ import annotations
@@ -75,43 +78,95 @@ def produce(
 HELP: Final = "write a deterministic synthetic change stream in any format"
 """The line ``walcast --help`` shows for this command."""
 
+DESCRIPTION: Final = f"""\
+Write a synthetic change stream in any output format, with no PostgreSQL: the
+rows and the inserts, updates and deletes of a small shop database (schema
+shop), for developing and load-testing consumers. The same --count, --seed,
+--tables and --format-option values always give the same bytes (timestamps
+come from the stream's own clock, starting 2024-03-01).
+
+Without --kafka the messages go to --output (default: standard output) as
+walcast tail prints them: JSON formats one document per line, DTS Avro one
+base64 line per message, IBM its own records. With --kafka they are produced
+to Kafka as walcast run produces them, with each table's layout on
+--schema-topic, so that walcast spark normalize can read them; their source is
+named synthetic/shop/seed-<seed>, never a real database's. Every wait on Kafka
+is bounded: a broker that does not answer within {KAFKA_CONNECT_TIMEOUT:.0f} s, or a message
+not confirmed within {KAFKA_DELIVERY_TIMEOUT:.0f} s, ends the command with one line and a
+non-zero exit."""
+"""What ``walcast produce-test-stream --help`` says the command does."""
+
+EXAMPLES: Final = (
+    "walcast produce-test-stream --format canal --count 100 > changes.jsonl",
+    (
+        "walcast produce-test-stream --format ibm --count 5000 --seed 7 --tables 8 \\\n"
+        "    --format-option ibm.column_delimiter=';' --output ibm.txt"
+    ),
+    (
+        "walcast produce-test-stream --format dts-avro --kafka localhost:9092 \\\n"
+        "    --topic 'test.{format}.{schema}.{table}'"
+    ),
+)
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``produce-test-stream`` to the CLI (``args.func`` runs it)."""
-    parser = add_command(subparsers, "produce-test-stream", HELP, __doc__)
+    parser = add_command(subparsers, "produce-test-stream", HELP, DESCRIPTION, EXAMPLES)
     parser.add_argument("--format", required=True, choices=FORMAT_NAMES, help="output format")
     parser.add_argument(
-        "--count", type=int_at_least(0), default=1000, help="row changes to produce (default 1000)"
+        "--count",
+        type=int_at_least(0),
+        default=1000,
+        metavar="N",
+        help="row changes to produce (default 1000)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
     parser.add_argument(
-        "--tables", type=int_at_least(1), default=4, help="number of tables (default 4)"
+        "--tables",
+        type=int_at_least(1),
+        default=4,
+        metavar="N",
+        help="number of tables; past the shop's own, its tables repeat as <table>_2, ... "
+        "(default 4)",
     )
     parser.add_argument(
-        "--output", default="-", metavar="FILE|-", help="output file (default - = stdout)"
+        "--output",
+        default="-",
+        metavar="FILE|-",
+        help="file to write, or - for standard output (default -; not with --kafka)",
     )
-    parser.add_argument("--kafka", metavar="BOOTSTRAP", help="produce to this Kafka cluster")
+    parser.add_argument(
+        "--kafka",
+        metavar="HOST:PORT",
+        help="produce to the Kafka cluster at these bootstrap servers, in plaintext "
+        "(default: write to --output)",
+    )
     parser.add_argument(
         "--topic",
-        help="topic for --kafka; may use {format}, {schema}, {table} (one topic per table)",
+        metavar="TEMPLATE",
+        help="topic with --kafka (required there); may use {format}, {schema} and {table}, "
+        "e.g. walcast.{format}.{schema}.{table} for one topic per table",
     )
     parser.add_argument(
         "--transaction-topic",
-        help="topic for messages of no single table (IBM transactions, heartbeats); default: "
-        "--topic without its {schema}/{table} parts",
+        metavar="TEMPLATE",
+        help="topic for messages of no single table (IBM transactions, heartbeats) "
+        "(default: --topic without its {schema} and {table} parts)",
     )
     parser.add_argument(
         "--schema-topic",
         default=DEFAULT_SCHEMA_TOPIC,
+        metavar="TOPIC",
         help="topic for table layouts with --kafka, as walcast run writes them "
-        f"(default {DEFAULT_SCHEMA_TOPIC}; '' disables)",
+        f"(default {DEFAULT_SCHEMA_TOPIC}; '' writes none)",
     )
     parser.add_argument(
         "--format-option",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="format setting, e.g. ibm.column_delimiter=';' (repeatable)",
+        help="format setting, the key prefixed with the format's name, e.g. "
+        "ibm.column_delimiter=';' (repeatable; default: each format's defaults)",
     )
     parser.set_defaults(func=command)
 

@@ -4,6 +4,13 @@
 wires it into ``capture/cli.py``); each sub-subcommand sets ``func`` to a function of
 the parsed arguments returning the exit code. The same arguments work with
 ``spark-submit pipeline/jobs/normalize.py …`` (see :mod:`pipeline.jobs`).
+
+``--help`` of ``spark``, ``spark normalize`` and ``spark materialize`` is
+:data:`SPARK_DESCRIPTION`, :data:`NORMALIZE_DESCRIPTION` and
+:data:`MATERIALIZE_DESCRIPTION` with their examples, written for the terminal; each flag's
+help names its default. Where the current-state tables go when neither ``--delta`` nor
+``--parquet`` is given is decided when the session starts (Delta Lake when delta-spark and
+its jar are installed, else Parquet); the help says so rather than naming one.
 """
 
 from __future__ import annotations
@@ -13,16 +20,95 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from capture.errors import ConfigError
-from capture.flags import int_at_least
+from capture.flags import add_command, int_at_least
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipeline.materialize import MaterializeJob
     from pipeline.normalize import NormalizeJob
+
+
+SPARK_DESCRIPTION: Final = """\
+Run the Spark jobs that turn the Kafka topics walcast writes back into tables:
+normalize reads the topics of one format into a normalized change table, and
+materialize folds that table into one current-state table per source table.
+Each job has its own --help. They need the spark extra
+(pip install 'walcast[spark]') and a Java runtime; Spark runs locally
+(--master local[2]) unless --master says otherwise."""
+"""What ``walcast spark --help`` says."""
+
+SPARK_EXAMPLES: Final = (
+    (
+        "walcast spark normalize --bootstrap-servers localhost:9092 \\\n"
+        "    --topic-pattern 'walcast[.]canal[.].*' --format canal \\\n"
+        "    --output /data/changes --checkpoint /data/ckpt/normalize --available-now"
+    ),
+    (
+        "walcast spark materialize --input /data/changes --output /data/tables \\\n"
+        "    --checkpoint /data/ckpt/materialize --available-now"
+    ),
+)
+
+NORMALIZE_DESCRIPTION: Final = """\
+Read Kafka topics of one output format of walcast (or of the vendor's own
+producer) and write each change as one row of a normalized change table:
+Parquet files under --output, partitioned by schema, table and commit date,
+with each change's source position. A message that cannot be parsed goes to
+the quarantine table instead, with the reason. The job runs until stopped, or
+with --available-now until everything available is written; a restarted job
+resumes from its --checkpoint, so no change is skipped or written twice.
+
+Before Spark starts, the brokers are asked for the topics: a topic that does
+not exist, a --topic-pattern that matches none (exit 2), or no broker
+answering within --kafka-timeout seconds (exit 4) is one line. More than
+--max-quarantine-ratio of the messages malformed stops the job with one line
+naming --format (exit 5). One line per batch says what was written."""
+"""What ``walcast spark normalize --help`` says."""
+
+NORMALIZE_EXAMPLES: Final = (
+    (
+        "walcast spark normalize --bootstrap-servers localhost:9092 \\\n"
+        "    --topic walcast.canal.shop.orders --format canal \\\n"
+        "    --output /data/changes --checkpoint /data/ckpt/normalize --available-now"
+    ),
+    (
+        "walcast spark normalize --bootstrap-servers localhost:9092 \\\n"
+        "    --topic-pattern 'walcast[.]ibm[.].*' --format ibm \\\n"
+        "    --output /data/changes --checkpoint /data/ckpt/normalize \\\n"
+        "    --processing-time '10 seconds'"
+    ),
+)
+
+MATERIALIZE_DESCRIPTION: Final = """\
+Fold a normalized change table (the --output of walcast spark normalize) into
+one current-state table per source table, equal to the source table as of the
+last change read, in <output>/source-<database>.<slot>.<system id>/<schema>/
+<table>. Each batch is applied once, also after a restart from --checkpoint.
+
+The tables are Delta Lake tables (one MERGE per table and batch) when
+delta-spark and its jar are installed, else Parquet; --delta or --parquet
+chooses. Column types come from the layouts walcast publishes on Kafka (with
+--bootstrap-servers), else from the changes; --text keeps every column as
+PostgreSQL's text. An --input directory that does not exist (exit 2) or no
+broker answering within --kafka-timeout seconds (exit 4) is one line, before
+Spark starts."""
+"""What ``walcast spark materialize --help`` says."""
+
+MATERIALIZE_EXAMPLES: Final = (
+    (
+        "walcast spark materialize --input /data/changes --output /data/tables \\\n"
+        "    --checkpoint /data/ckpt/materialize --available-now"
+    ),
+    (
+        "walcast spark materialize --input /data/changes --output /data/tables \\\n"
+        "    --checkpoint /data/ckpt/materialize --parquet \\\n"
+        "    --bootstrap-servers localhost:9092"
+    ),
+)
 
 
 def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
@@ -39,22 +125,26 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--available-now",
         action="store_true",
-        help="process everything available, then stop (Trigger.AvailableNow)",
+        help="process everything available, then stop (default: run until stopped)",
     )
     parser.add_argument(
         "--processing-time",
         metavar="INTERVAL",
-        help="micro-batch interval, e.g. '10 seconds' (default: as fast as possible)",
+        help="start a batch every INTERVAL, e.g. '10 seconds' (default: each batch as "
+        "soon as the previous one ends)",
     )
     parser.add_argument(
-        "--master", default=None, help="Spark master (default local[2]; ignored under spark-submit)"
+        "--master",
+        default=None,
+        metavar="URL",
+        help="Spark master (default local[2]; ignored under spark-submit)",
     )
     parser.add_argument(
         "--conf",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="Spark setting (repeatable)",
+        help="Spark setting, e.g. spark.driver.memory=4g (repeatable; default: none)",
     )
 
 
@@ -62,21 +152,49 @@ def add_normalize_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``normalize`` (shared with the spark-submit entry point)."""
     from pipeline.formats import FORMAT_NAMES  # noqa: PLC0415
 
-    parser.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
+    parser.add_argument(
+        "--bootstrap-servers",
+        required=True,
+        metavar="HOST:PORT[,...]",
+        help="Kafka brokers to read from (required)",
+    )
     topics = parser.add_mutually_exclusive_group(required=True)
-    topics.add_argument("--topic", action="append", help="data topic (repeatable)")
+    topics.add_argument(
+        "--topic",
+        action="append",
+        metavar="TOPIC",
+        help="topic to read (repeatable; this or --topic-pattern is required)",
+    )
     topics.add_argument(
         "--topic-pattern",
         metavar="REGEX",
-        help="read every topic whose whole name matches (Spark's subscribePattern)",
+        help="read every topic whose whole name matches this Java regular expression, "
+        "also topics created later",
     )
-    parser.add_argument("--format", required=True, choices=FORMAT_NAMES, help="the topics' format")
-    parser.add_argument("--output", required=True, help="normalized change table (Parquet dir)")
-    parser.add_argument("--checkpoint", required=True, help="checkpoint directory")
-    parser.add_argument("--quarantine", help="quarantine table (default: <output>_quarantine)")
+    parser.add_argument(
+        "--format", required=True, choices=FORMAT_NAMES, help="the topics' format (required)"
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="directory of the normalized change table, Parquet (required)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="DIR",
+        help="directory where the job keeps its progress (required; one per job)",
+    )
+    parser.add_argument(
+        "--quarantine",
+        metavar="DIR",
+        help="directory of the quarantine table (default: <output>_quarantine)",
+    )
     parser.add_argument(
         "--layout-topic",
-        help="compacted topic with walcast's layout records (default: walcast.schemas, "
+        metavar="TOPIC",
+        help="compacted topic with walcast's table layouts (default: walcast.schemas, "
         "where walcast run writes them; read only if it exists; '' for none)",
     )
     parser.add_argument(
@@ -106,13 +224,27 @@ def add_normalize_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="format parser option, e.g. column_delimiter=';' for ibm (repeatable)",
+        help="option of the format's parser, e.g. column_delimiter=';' for ibm, "
+        "bytea=hex for canal (repeatable; default: the format's defaults)",
     )
-    parser.add_argument("--starting-offsets", default="earliest", help="earliest|latest|JSON")
-    parser.add_argument("--max-offsets-per-trigger", type=int, help="cap records per batch")
+    parser.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        metavar="earliest|latest|JSON",
+        help="where a new job starts in each partition: earliest, latest, or Spark's JSON "
+        "of offsets per topic and partition (default earliest; a restarted job resumes "
+        "from its checkpoint)",
+    )
+    parser.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        metavar="N",
+        help="read at most N messages per batch (default: no limit)",
+    )
     parser.add_argument(
         "--min-partitions",
         type=int_at_least(0),
+        metavar="N",
         help="read each batch with at least N tasks, splitting large Kafka partitions "
         "(default: 4 x Spark's default parallelism, so every core parses a one-partition "
         "topic; 0: one task per Kafka partition)",
@@ -122,20 +254,44 @@ def add_normalize_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="option of the Kafka source, e.g. kafka.security.protocol=SSL (repeatable)",
+        help="option of Spark's Kafka source, e.g. kafka.security.protocol=SSL (repeatable; "
+        "default: none)",
     )
     _common(parser)
 
 
 def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``materialize`` (shared with the spark-submit entry point)."""
-    parser.add_argument("--input", required=True, help="normalized change table (Parquet dir)")
-    parser.add_argument("--output", required=True, help="root of the current-state tables")
-    parser.add_argument("--checkpoint", required=True, help="checkpoint directory")
-    parser.add_argument("--bootstrap-servers", help="Kafka, to read layouts for column types")
+    parser.add_argument(
+        "--input",
+        required=True,
+        metavar="DIR",
+        help="directory of the normalized change table: the --output of walcast spark "
+        "normalize (required)",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="root directory of the current-state tables (required)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="DIR",
+        help="directory where the job keeps its progress (required; one per job)",
+    )
+    parser.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT[,...]",
+        help="Kafka brokers to read the table layouts from, for exact column types "
+        "(default: none; types then come from the changes)",
+    )
     parser.add_argument(
         "--layout-topic",
-        help="layout topic (with --bootstrap-servers; default walcast.schemas, if it exists)",
+        metavar="TOPIC",
+        help="topic of the table layouts, with --bootstrap-servers (default "
+        "walcast.schemas, read only if it exists)",
     )
     parser.add_argument(
         "--kafka-timeout",
@@ -147,13 +303,30 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
     )
     store = parser.add_mutually_exclusive_group()
     store.add_argument(
-        "--delta", dest="delta", action="store_true", default=None, help="use Delta Lake"
+        "--delta",
+        dest="delta",
+        action="store_true",
+        default=None,
+        help="write Delta Lake tables (default when delta-spark and its jar are installed)",
     )
-    store.add_argument("--parquet", dest="delta", action="store_false", help="use Parquet")
+    store.add_argument(
+        "--parquet",
+        dest="delta",
+        action="store_false",
+        help="write Parquet tables (default when Delta Lake is not installed)",
+    )
     parser.add_argument(
-        "--text", action="store_true", help="keep every column as PostgreSQL text (exact)"
+        "--text",
+        action="store_true",
+        help="keep every column as PostgreSQL's text, exactly as the source shows it "
+        "(default: typed columns)",
     )
-    parser.add_argument("--max-files-per-trigger", type=int, help="cap files per batch")
+    parser.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        metavar="N",
+        help="read at most N files of the change table per batch (default: no limit)",
+    )
     _common(parser)
 
 
@@ -270,15 +443,29 @@ def run_materialize(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``spark normalize`` and ``spark materialize``."""
-    spark = subparsers.add_parser("spark", help="Spark jobs: normalize and materialize CDC topics")
+    spark = add_command(
+        subparsers,
+        "spark",
+        "Spark jobs: normalize and materialize CDC topics",
+        SPARK_DESCRIPTION,
+        SPARK_EXAMPLES,
+    )
     jobs = spark.add_subparsers(dest="spark_job", required=True, metavar="JOB")
-    normalize = jobs.add_parser(
-        "normalize", help="Kafka topics of one format -> normalized change table (Parquet)"
+    normalize = add_command(
+        jobs,
+        "normalize",
+        "Kafka topics of one format -> normalized change table (Parquet)",
+        NORMALIZE_DESCRIPTION,
+        NORMALIZE_EXAMPLES,
     )
     add_normalize_arguments(normalize)
     normalize.set_defaults(func=run_normalize)
-    materialize = jobs.add_parser(
-        "materialize", help="normalized change table -> current-state tables (Delta or Parquet)"
+    materialize = add_command(
+        jobs,
+        "materialize",
+        "normalized change table -> current-state tables (Delta or Parquet)",
+        MATERIALIZE_DESCRIPTION,
+        MATERIALIZE_EXAMPLES,
     )
     add_materialize_arguments(materialize)
     materialize.set_defaults(func=run_materialize)

@@ -8,6 +8,9 @@ that does not exist, or a pattern that matches none, is
 :class:`~pipeline.errors.TopicMissingError`. Nothing is ever created: a reader that asks
 for a missing topic must not make an empty one appear (brokers with
 ``auto.create.topics.enable``).
+
+Both errors' hints give the ``walcast consume --list-topics`` command line that lists the
+cluster's topics (:func:`list_topics_command`), which a user can paste as it is.
 """
 
 from __future__ import annotations
@@ -51,6 +54,17 @@ def existing_topics(bootstrap: str, kafka_options: Mapping[str, str], timeout: f
     return {name for name, topic in metadata.topics.items() if topic.error is None}
 
 
+def list_topics_command(bootstrap: str, prefix: str | None = "walcast.") -> str:
+    """The ``walcast consume --list-topics`` command line that lists the topics on ``bootstrap``.
+
+    With ``prefix``, only the topics whose names start with it (a ``^regex`` --topic).
+    """
+    command = f"walcast consume --bootstrap-servers {bootstrap} --list-topics"
+    if prefix:
+        command += f" --topic '^{re.escape(prefix)}'"
+    return command
+
+
 def check_topics(
     bootstrap: str,
     topics: Sequence[str],
@@ -66,7 +80,7 @@ def check_topics(
             f"topic {missing[0]!r} does not exist on {bootstrap}"
             + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else ""),
             hint="check --topic (walcast run names topics walcast.<format>.<schema>.<table> "
-            "by default; `walcast consume --topic '^walcast\\.'` lists what is there)",
+            f"by default); {list_topics_command(bootstrap)} lists the topics there",
         )
     if pattern is not None:
         regex = re.compile(pattern)
@@ -74,6 +88,6 @@ def check_topics(
             raise TopicMissingError(
                 f"--topic-pattern {pattern!r} matches no topic on {bootstrap}",
                 hint="the pattern must match whole topic names (Java regex, as Spark's "
-                "subscribePattern)",
+                f"subscribePattern); {list_topics_command(bootstrap, None)} lists the topics",
             )
     return names

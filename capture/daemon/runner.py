@@ -9,6 +9,26 @@ across reconnects, decides what the slot may confirm. This module adds:
   deliveries keep being served; the server resends from the confirmed LSN, so changes after
   it may be delivered twice, each carrying its commit LSN and ordinal (detectable replays).
   ``TERMINAL`` errors (bad config, authentication, a refused message) stop the daemon;
+* a daemon that has never reached PostgreSQL (issue 25.7): a wrong host or port is far
+  more likely than an outage at the very start, so it does not retry for ever. Decisions:
+  the first failed attempt is one ``source_lost`` warning saying how long walcast keeps
+  trying, later ones are debug events; once ``source.connect_timeout`` seconds (default 30)
+  passed since the start without one successful connection, the daemon stops with one
+  line (:class:`NeverConnectedError`: the target without its password, libpq's cause, the
+  setting; exit code 4, a connection error's). ``0`` retries for ever, as libpq's
+  ``connect_timeout=0`` waits for ever (orchestrators that start walcast before the
+  database). A refusal (a wrong password, pg_hba.conf) is terminal at once, as always. Once
+  one connection succeeded, every loss is retried for as long as the daemon runs. An
+  attempt takes at most libpq's own connect timeout (10 s), so the stop comes at most that
+  long after ``connect_timeout``;
+* Kafka at the start (issue 25.8): each session first reaches PostgreSQL (so a wrong DSN is
+  found while Kafka is down too), then waits until a broker answers
+  (:meth:`Daemon._await_kafka`: one metadata request a second through the sink's producer,
+  no other client, no replication connection open meanwhile), and only then reads
+  walcast's state topics and opens the stream. The sink reports the outage (one
+  ``kafka_unreachable`` line after ``kafka.connect_timeout``, then one a minute); reads of
+  the state topics wait for Kafka with one consumer rather than fail and restart the
+  session. The compacted state topics are created once Kafka first answers;
 * a reconnect after a network cut may find the slot still held by this daemon's own
   previous walsender: :mod:`capture.daemon.walsenders` ends it (only when provably its own);
   a promotion (a failover) is checked against the timelines (:mod:`capture.daemon.timelines`);
@@ -79,6 +99,14 @@ DEFAULT_MESSAGE_MAX_BYTES: Final = 1_000_000
 """librdkafka's default ``message.max.bytes``."""
 PROGRESS_RECORD_TIMEOUT: Final = 60.0
 """How long the start waits for Kafka to confirm that an initial load was recorded."""
+KAFKA_PROBE: Final = 1.0
+"""Seconds one metadata request may take while the start waits for Kafka."""
+
+
+class NeverConnectedError(WalcastError):
+    """``walcast run`` did not reach PostgreSQL within ``source.connect_timeout`` of its start."""
+
+    exit_code = ConnectionLostError.exit_code
 
 
 class Daemon:
@@ -99,6 +127,11 @@ class Daemon:
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
         self._load_mode: SnapshotMode | None = None
+        self._reached_postgres = False
+        """A connection to PostgreSQL succeeded once in this process."""
+        self._failed_starts = 0
+        """Sessions that failed before PostgreSQL was reached once."""
+        self._topics_checked = False
         self.finished = False
         """``initial-only``: the load is done and delivered; the daemon exits."""
 
@@ -120,7 +153,7 @@ class Daemon:
                 ) from None
             log.info("metrics_listening", host=config.metrics_host, port=server.server_port)
         settings = config.producer_settings()
-        error_after = config.kafka_error_after
+        error_after = config.kafka_connect_timeout
         if config.exactly_once:  # -- exactly-once (capture.sinks.kafka_eos)
             self.sink = TransactionalKafkaSink.for_source(
                 settings,
@@ -135,17 +168,7 @@ class Daemon:
             self.sink = KafkaSink(
                 settings, schema_topic=config.schema_topic, error_after=error_after
             )
-        if not self.sink.reachable(5.0):
-            log.warning(
-                "kafka_unreachable_at_start",
-                brokers=self.sink.brokers,
-                detail="no broker answered within 5 s; walcast starts and waits for Kafka "
-                "(nothing is acknowledged until Kafka confirms it)",
-            )
-        else:
-            for topic in (config.schema_topic, config.snapshot_topic):
-                if topic:
-                    self.sink.ensure_compacted_topic(topic)
+        started = time.monotonic()
         backoff = 0.5
         try:
             while not self.stop() and not self.finished:
@@ -155,36 +178,98 @@ class Daemon:
                 except WalcastError as exc:
                     if exc.retry is not RetryPolicy.TRANSIENT:
                         raise
-                    lost = isinstance(exc, ConnectionLostError)
-                    if lost:
-                        self.metrics.reconnects.inc()
-                    if isinstance(exc, ProgressUnavailableError):
-                        self._kafka_down(exc)
-                    self.metrics.healthy = False
-                    log.warning(
-                        "source_lost" if lost else "retrying",
-                        error=exc.one_line(),
-                        retry_in=backoff,
-                    )
-                    self._wait(backoff)
+                    wait = self._retry_in(exc, backoff, started)
                     backoff = min(backoff * 2, config.reconnect_max_backoff)
+                    self._wait(wait)
         finally:
             if server is not None:
                 server.shutdown()
             self.side.close()
         return 0
 
-    def _kafka_down(self, exc: WalcastError) -> None:
+    def _retry_in(self, exc: WalcastError, backoff: float, started: float) -> float:
+        """Seconds to wait before the next session after ``exc`` (a transient error).
+
+        Raises :class:`NeverConnectedError` when PostgreSQL was never reached and
+        ``source.connect_timeout`` is over (see the module docstring).
+        """
+        config = self.config
+        lost = isinstance(exc, ConnectionLostError)
+        if lost:
+            self.metrics.reconnects.inc()
+        if isinstance(exc, ProgressUnavailableError):
+            self._kafka_down(exc.one_line())
+        self.metrics.healthy = False
+        limit = config.connect_timeout
+        if self._reached_postgres or not limit:
+            event = "source_lost" if lost else "retrying"
+            log.warning(event, error=exc.one_line(), retry_in=backoff)
+            return backoff
+        elapsed = time.monotonic() - started
+        if elapsed >= limit:
+            raise self._never_connected(exc, elapsed) from None
+        wait = min(backoff, limit - elapsed)
+        self._failed_starts += 1
+        if self._failed_starts == 1:  # one warning, then debug events
+            log.warning(
+                "source_lost",
+                error=exc.one_line(),
+                retry_in=wait,
+                detail=f"walcast has not reached PostgreSQL yet; it keeps trying for "
+                f"{limit:g} s ({config.mention('source.connect_timeout')}), then stops",
+            )
+        else:
+            log.debug("retrying", error=exc.one_line(), retry_in=wait)
+        return wait
+
+    def _never_connected(self, exc: WalcastError, elapsed: float) -> NeverConnectedError:
+        config = self.config
+        limit = config.connect_timeout
+        if "source.connect_timeout" in config.origins:
+            setting = f"{config.mention('source.connect_timeout')}: {limit:g} s"
+        else:
+            setting = f"source.connect_timeout, default {limit:g} s"
+        return NeverConnectedError(
+            f"{exc.message}; walcast gave up after {elapsed:.0f} s without reaching "
+            f"PostgreSQL once ({setting})",
+            hint=f"check {config.mention('source.dsn')} (host, port, dbname) and that the "
+            "server runs; to keep trying for ever (a database that starts after walcast), "
+            "set source.connect_timeout = 0 (--connect-timeout 0)",
+        )
+
+    def _kafka_down(self, error: str) -> None:
         """Kafka did not answer before a session could start: the sink times and reports it."""
         assert self.sink is not None
-        self.sink.note_unreachable(exc.one_line())
+        self.sink.note_unreachable(error)
         down = self.sink.outage_seconds
         if down >= self.config.unhealthy_after:
+            self.metrics.healthy = False
             self.metrics.state = {
                 "status": "degraded",
                 "slot": self.config.slot,
                 "detail": f"Kafka at {self.sink.brokers} has not answered for {round(down)} s",
             }
+
+    def _await_kafka(self) -> bool:
+        """Wait until a Kafka broker answers; False when a stop was requested first.
+
+        One metadata request every :data:`KAFKA_PROBE` seconds through the sink's own
+        producer (no other client is made while Kafka is away); the sink reports the outage
+        on its schedule. The compacted state topics are created the first time Kafka answers.
+        """
+        sink = self.sink
+        assert sink is not None
+        while not sink.reachable(KAFKA_PROBE):
+            if self.stop():
+                return False
+            self._kafka_down("no broker answered a metadata request")
+        sink.note_reachable()
+        if not self._topics_checked:
+            self._topics_checked = True
+            for topic in (self.config.schema_topic, self.config.snapshot_topic):
+                if topic:
+                    sink.ensure_compacted_topic(topic)
+        return True
 
     def _wait(self, seconds: float) -> None:
         """Back off between sessions while Kafka deliveries keep being served."""
@@ -219,6 +304,8 @@ class Daemon:
         sink = self.sink
         assert sink is not None
         identity, slot_found, version = self._identify()
+        if not self._await_kafka():
+            return
         sink.bind_source(identity)
         progress, settings = self._load_plan(sink, identity, slot_found=slot_found, version=version)
         load = None
@@ -305,6 +392,7 @@ class Daemon:
         """Who the source is (``IDENTIFY_SYSTEM``), whether its slot exists, the server version."""
         config = self.config
         with connect(config.full_dsn()) as conn:
+            self._reached_postgres = True
             version = conn.info.server_version
             found = slots.find_slot(conn, config.slot) is not None
         return slots.source_identity(config.full_dsn(), config.slot), found, version
@@ -332,6 +420,7 @@ class Daemon:
             sink.publish,
             stop=self.stop,
             publish_confirmed=sink.publish_confirmed,
+            unreachable=sink.note_unreachable,
         )
         creating = not slot_found and config.create_slot
         if creating:

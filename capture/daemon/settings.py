@@ -69,10 +69,10 @@ REQUIRED: Final = _Required()
 class Setting:
     """One configuration key: where it lives, its type, default and help.
 
-    The key is also the name of the :class:`DaemonConfig` (or :class:`OutputConfig`) field
-    that holds the validated value; ``default`` is that field's default (or
-    :data:`REQUIRED`). ``example`` is what ``walcast.example.toml`` shows for a setting
-    without a default.
+    :attr:`field` (the key, unless ``attr`` names another) is the name of the
+    :class:`DaemonConfig` (or :class:`OutputConfig`) field that holds the validated value;
+    ``default`` is that field's default (or :data:`REQUIRED`). ``example`` is what
+    ``walcast.example.toml`` shows for a setting without a default.
     """
 
     section: str
@@ -88,11 +88,20 @@ class Setting:
     empty_disables: bool = False
     """For topics: ``""`` is allowed and turns the feature off."""
     example: Any = None
+    flag: str | None = None
+    """The ``walcast run`` flag that sets it (None: the file and the environment only)."""
+    attr: str | None = None
+    """The config field when it is not ``key`` (two sections share the key)."""
 
     @property
     def name(self) -> str:
-        """``section.key``, as error messages name the setting."""
+        """``section.key``, as the file and ``--print-config`` name the setting."""
         return f"{self.section}.{self.key}"
+
+    @property
+    def field(self) -> str:
+        """The name of the config field that holds the validated value."""
+        return self.attr or self.key
 
     @property
     def env_name(self) -> str | None:
@@ -111,9 +120,9 @@ def _s(section: str, key: str, kind: Kind, default: Any, help_text: str, **extra
     return Setting(section, key, kind, default, help_text, **extra)
 
 
-def _flag(section: str, key: str, help_text: str) -> Setting:
-    """A boolean setting; every walcast flag is off by default."""
-    return Setting(section, key, Kind.BOOL, default=False, help=help_text)
+def _switch(section: str, key: str, help_text: str, flag: str | None = None) -> Setting:
+    """A boolean setting; every walcast switch is off by default."""
+    return Setting(section, key, Kind.BOOL, default=False, help=help_text, flag=flag)
 
 
 SETTINGS: Final[tuple[Setting, ...]] = (
@@ -121,52 +130,66 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _s("source", "dsn", Kind.DSN, REQUIRED,
        "libpq connection string or URI (or $WALCAST_DSN); a password in it is refused "
        "here (use password_env or password_file)",
-       secret=True, example="host=localhost dbname=app user=cdc"),
+       secret=True, example="host=localhost dbname=app user=cdc", flag="--dsn"),
     _s("source", "password_file", Kind.TEXT, None,
        "file holding the PostgreSQL password (e.g. a container secret)",
        example="/run/secrets/pg_password"),
     _s("source", "password_env", Kind.TEXT, None,
        "environment variable holding the PostgreSQL password", example="PGPASSWORD"),
     _s("source", "slot", Kind.TEXT, REQUIRED, "logical replication slot (pgoutput) to stream",
-       example="walcast"),
+       example="walcast", flag="--slot"),
     _s("source", "publications", Kind.LIST, REQUIRED,
-       "publications to stream (comma-separated in the environment)", example=["walcast"]),
-    _flag("source", "create_slot", "create the slot if it does not exist"),
+       "publications to stream (comma-separated in the environment)", example=["walcast"],
+       flag="--publication"),
+    _switch("source", "create_slot", "create the slot if it does not exist", "--create-slot"),
     _s("source", "failover_slot", Kind.AUTO_BOOL, None,
        "whether create_slot makes a failover slot (unset or auto: yes where the server "
-       "supports it, PostgreSQL 17+ on a primary)", example=True),
-    _flag("source", "create_publication",
-       "create missing publications (FOR ALL TABLES unless publish_tables is set)"),
+       "supports it, PostgreSQL 17+ on a primary)", example=True, flag="--failover-slot"),
+    _switch("source", "create_publication",
+       "create missing publications (FOR ALL TABLES unless publish_tables is set)",
+       "--create-publication"),
     _s("source", "publish_tables", Kind.LIST, [],
-       "schema.table list a created publication gets (empty: FOR ALL TABLES)"),
+       "schema.table list a created publication gets (empty: FOR ALL TABLES)",
+       flag="--publish-tables"),
     _s("source", "proto_version", Kind.INT, None,
        "pgoutput protocol version 1-4 (unset: the highest the server supports)",
        minimum=1, maximum=4, example=4),
-    _flag("source", "binary",
+    _switch("source", "binary",
        "ask for binary column values (decoded client-side to the same text)"),
     _s("source", "streaming", Kind.CHOICE, None,
        "stream in-progress transactions: on, off, parallel (unset: on where supported)",
        choices=("on", "off", "parallel"), example="on"),
-    _flag("source", "two_phase",
+    _switch("source", "two_phase",
        "decode prepared transactions at PREPARE (v3+; the slot must be created with it)"),
     _s("source", "spill_dir", Kind.TEXT, None,
        "directory where held transactions spill to disk (unset: the system temp directory)",
        example="/var/lib/walcast/spill"),
+    _s("source", "connect_timeout", Kind.NUMBER, 30.0,
+       "seconds a walcast that has not reached PostgreSQL yet keeps trying before it stops "
+       "with one line (0: try for ever, as libpq's connect_timeout=0; once it has "
+       "connected, it always reconnects)", minimum=0, flag="--connect-timeout"),
     _s("source", "receive_timeout", Kind.NUMBER, None,
        "seconds without any message from the server (not even a keepalive) before the "
        "connection counts as lost and is retried (unset: a little above the server's "
-       "wal_sender_timeout)", minimum=1, example=90.0),
+       "wal_sender_timeout)", minimum=1, example=90.0, flag="--receive-timeout"),
     _s("source", "snapshot", Kind.CHOICE, SnapshotMode.AUTO.value,
        "load existing rows first: auto, initial, never, initial-only (auto: initial "
        "when this run creates the slot, else never)",
-       choices=MODES),
+       choices=MODES, flag="--snapshot"),
     _s("source", "snapshot_workers", Kind.INT, DEFAULT_WORKERS,
-       "connections that read tables for the initial load", minimum=1),
+       "connections that read tables for the initial load", minimum=1,
+       flag="--snapshot-workers"),
     _s("source", "snapshot_chunk_rows", Kind.INT, DEFAULT_CHUNK_ROWS,
-       "rows per key-range chunk of the initial load", minimum=1),
+       "rows per key-range chunk of the initial load", minimum=1,
+       flag="--snapshot-chunk-rows"),
     # -- [kafka] ----------------------------------------------------------------------------
     _s("kafka", "bootstrap_servers", Kind.TEXT, REQUIRED, "Kafka bootstrap servers",
-       example="localhost:9092"),
+       example="localhost:9092", flag="--bootstrap-servers"),
+    _s("kafka", "connect_timeout", Kind.NUMBER, 30.0,
+       "seconds Kafka may stay unreachable (at the start or later) before one "
+       "kafka_unreachable error names the brokers and the cause; it repeats once a minute "
+       "while Kafka stays down, and walcast keeps waiting", minimum=0.1,
+       attr="kafka_connect_timeout"),
     _s("kafka", "security_protocol", Kind.TEXT, None,
        "librdkafka security.protocol (unset: plaintext)", example="SASL_SSL"),
     _s("kafka", "sasl_mechanism", Kind.TEXT, None,
@@ -177,24 +200,28 @@ SETTINGS: Final[tuple[Setting, ...]] = (
        "environment variable holding the SASL password", example="KAFKA_PASSWORD"),
     _s("kafka", "sasl_password_file", Kind.TEXT, None, "file holding the SASL password",
        example="/run/secrets/kafka_password"),
-    _flag("kafka", "exactly_once",
-       "write in Kafka transactions (read_committed readers see each change once)"),
+    _switch("kafka", "exactly_once",
+       "write in Kafka transactions (read_committed readers see each change once)",
+       "--exactly-once"),
     _s("kafka", "offsets_topic", Kind.TOPIC, "walcast.offsets",
        "compacted topic of exactly-once positions (with exactly_once)"),
     _s("kafka", "producer", Kind.TABLE, {},
        "librdkafka producer settings over walcast's durable defaults",
-       example={"compression.type": "zstd"}),
+       example={"compression.type": "zstd"}, flag="--producer-option"),
     # -- [daemon] ---------------------------------------------------------------------------
     _s("daemon", "heartbeat_interval", Kind.NUMBER, 10.0,
-       "seconds between heartbeat messages (0 disables)", minimum=0),
+       "seconds between heartbeat messages (0 disables)", minimum=0,
+       flag="--heartbeat-interval"),
     _s("daemon", "metrics_port", Kind.INT, 9187,
-       "TCP port of /metrics and /healthz (0 disables)", minimum=0, maximum=65535),
+       "TCP port of /metrics and /healthz (0 disables)", minimum=0, maximum=65535,
+       flag="--metrics-port"),
     _s("daemon", "metrics_host", Kind.TEXT, "127.0.0.1",
        "address /metrics and /healthz listen on (0.0.0.0 in a container)"),
-    _flag("daemon", "split_key_updates",
-       "send an UPDATE that changes the key as DELETE + INSERT"),
+    _switch("daemon", "split_key_updates",
+       "send an UPDATE that changes the key as DELETE + INSERT", "--split-key-updates"),
     _s("daemon", "schema_topic", Kind.TOPIC, "walcast.schemas",
-       'compacted topic of table layouts for consumers ("" disables)', empty_disables=True),
+       'compacted topic of table layouts for consumers ("" disables)', empty_disables=True,
+       flag="--schema-topic"),
     _s("daemon", "snapshot_topic", Kind.TOPIC, "walcast.snapshots",
        "compacted topic of initial-load progress"),
     _s("daemon", "status_interval", Kind.NUMBER, 10.0,
@@ -204,21 +231,21 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _s("daemon", "unhealthy_after", Kind.NUMBER, 60.0,
        "seconds that nothing moved (no Kafka delivery or commit) while work waits, before "
        "/healthz answers 503 (every mode)", minimum=0.1),
-    _s("daemon", "kafka_error_after", Kind.NUMBER, 30.0,
-       "seconds of unreachable brokers before one error line names them", minimum=0.1),
 )  # fmt: skip
 """Every setting of the ``[source]``, ``[kafka]`` and ``[daemon]`` sections, in file order."""
 
 OUTPUT_SETTINGS: Final[tuple[Setting, ...]] = (
     _s("outputs", "format", Kind.CHOICE, REQUIRED, "output format: " + ", ".join(FORMAT_NAMES),
-       choices=FORMAT_NAMES, example="canal"),
+       choices=FORMAT_NAMES, example="canal", flag="--format"),
     _s("outputs", "topic", Kind.TEMPLATE, DEFAULT_TOPIC,
-       "topic template of row changes ({format}, {database}, {schema}, {table})"),
+       "topic template of row changes ({format}, {database}, {schema}, {table})",
+       flag="--topic"),
     _s("outputs", "transaction_topic", Kind.TEMPLATE, DEFAULT_TRANSACTION_TOPIC,
-       "topic template of messages of no single table (transaction markers)"),
+       "topic template of messages of no single table (transaction markers)",
+       flag="--transaction-topic"),
     _s("outputs", "settings", Kind.TABLE, {},
        "format settings, keys prefixed by the format (see the README's Formats section)",
-       example={"canal.database_name": "schema"}),
+       example={"canal.database_name": "schema"}, flag="--format-option"),
 )  # fmt: skip
 """The keys of one ``[[outputs]]`` entry."""
 
@@ -226,8 +253,14 @@ SECTIONS: Final = ("source", "kafka", "daemon")
 BY_SECTION: Final = {s: {x.key: x for x in SETTINGS if x.section == s} for s in SECTIONS}
 BY_ENV: Final = {x.env_name: x for x in SETTINGS if x.env_name}
 
-DEPRECATED: Final[dict[str, str]] = {"daemon.degraded_after": "daemon.unhealthy_after"}
-"""Old setting names still read (``section.key`` → the setting that replaced it)."""
+DEPRECATED: Final[dict[str, str]] = {
+    "daemon.degraded_after": "daemon.unhealthy_after",
+    "daemon.kafka_error_after": "kafka.connect_timeout",
+}
+"""Old setting names still read (``section.key`` → the setting that replaced it, which may
+live in another section)."""
+BY_NAME: Final = {x.name: x for x in SETTINGS}
+"""Every setting of :data:`SETTINGS` by ``section.key``."""
 DEPRECATED_BY_ENV: Final = {
     f"{ENV_PREFIX}{old.replace('.', '__').upper()}": old for old in DEPRECATED
 }

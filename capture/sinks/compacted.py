@@ -15,6 +15,13 @@ starts: the exactly-once offsets (:mod:`capture.sinks.offsets`) and the load pro
   answering within ``timeout`` seconds, or a read error, is :class:`TopicUnreadableError`
   (the caller turns it into its own transient error). A ``stop`` request ends the wait for
   an unreachable Kafka within :data:`STEP` seconds, as the same error;
+* with ``unreachable`` (the daemon passes its sink's ``note_unreachable``), no broker
+  answering is not a timeout but a wait: each unanswered request is handed to
+  ``unreachable`` (which reports the outage, once it lasted ``kafka.connect_timeout``, and
+  raises for a refused client), and the same consumer keeps asking until Kafka answers or
+  ``stop``. No client is made again and no session is restarted for an outage (issue 25.8:
+  every restart was a new consumer with its own librdkafka lines). ``timeout`` then bounds
+  only a read that makes no progress while brokers answer;
 * ``tick`` runs between the waits (at least every :data:`STEP` seconds): a caller that
   holds a replication stream keeps it answering its server while Kafka is slow.
 """
@@ -43,11 +50,13 @@ def read_compacted(
     group: str,
     stop: Callable[[], bool] = lambda: False,
     tick: Callable[[], None] = lambda: None,
+    unreachable: Callable[[str], None] | None = None,
 ) -> dict[bytes, bytes]:
     """The newest non-empty value of every key of ``topic`` that ``wanted`` accepts.
 
     ``settings`` are the client's connection settings (bootstrap, security); ``group``
-    names the throwaway consumer group (a random suffix is added).
+    names the throwaway consumer group (a random suffix is added); ``unreachable`` makes an
+    outage a wait (see the module docstring).
     """
     from confluent_kafka import (  # noqa: PLC0415 - Kafka only where a daemon runs
         OFFSET_BEGINNING,
@@ -77,8 +86,11 @@ def read_compacted(
                 metadata = consumer.list_topics(topic, timeout=min(STEP, timeout))
                 break
             except KafkaException as exc:
-                if stop() or time.monotonic() >= deadline:
-                    raise TopicUnreadableError(str(exc.args[0].str())) from None
+                detail = str(exc.args[0].str())
+                if stop() or (unreachable is None and time.monotonic() >= deadline):
+                    raise TopicUnreadableError(detail) from None
+                if unreachable is not None:
+                    unreachable(detail)
                 tick()
         described = metadata.topics.get(topic)
         if described is None or described.error is not None or not described.partitions:
@@ -87,12 +99,18 @@ def read_compacted(
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         deadline = time.monotonic() + timeout
         while pending:
-            if time.monotonic() > deadline or stop():
-                raise TopicUnreadableError(f"timed out after {timeout:g} s reading it")
+            if stop():
+                raise TopicUnreadableError("stopped while reading it")
+            if time.monotonic() > deadline:
+                if unreachable is None or _answers(consumer, topic):
+                    raise TopicUnreadableError(f"timed out after {timeout:g} s reading it")
+                unreachable("no broker answers while the topic is read")
+                deadline = time.monotonic() + timeout
             message = consumer.poll(0.5)
             tick()
             if message is None:
                 continue
+            deadline = time.monotonic() + timeout  # progress: a record or an end
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public code
@@ -106,3 +124,14 @@ def read_compacted(
     finally:
         consumer.close()
     return found
+
+
+def _answers(consumer: Any, topic: str) -> bool:
+    """Whether a broker answers ``consumer``'s metadata request within :data:`STEP`."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+
+    try:
+        consumer.list_topics(topic, timeout=STEP)
+    except KafkaException:
+        return False
+    return True

@@ -20,8 +20,14 @@ Invariants:
   source refuses another (:class:`SourceChangedError`).
 * librdkafka's own log lines never reach the terminal raw, and a ``security.protocol``
   the listener does not speak is one error (:mod:`capture.sinks.kafka_client`).
-  An outage longer than ``error_after`` seconds is reported once, as one ``kafka_unreachable``
-  error naming the brokers; ``kafka_reachable`` follows when deliveries resume.
+* An outage (Kafka confirms nothing while messages wait, or a broker, a read of walcast's
+  own topics or the transactional producer's start meets no broker) is reported by the
+  sink alone, whichever request met it: one ``kafka_unreachable`` error naming the brokers
+  and librdkafka's cause once it lasted ``error_after`` seconds (``kafka.connect_timeout``),
+  then the same line every :data:`OUTAGE_REPORT_EVERY` seconds while it lasts;
+  ``kafka_reachable`` follows when Kafka answers again. With nothing waiting, a report is
+  made only after a metadata request (:meth:`KafkaSink.reachable`) confirmed that no broker
+  answers, so a stale outage is never reported.
 * SASL authentication failures are terminal: the next call raises :class:`KafkaSinkError`.
 * So is a ``security.protocol`` the listener does not speak (:class:`ProtocolWatch`): a TLS
   client at a plaintext listener, or a plaintext client at a TLS one, fails the same way on
@@ -34,7 +40,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import structlog
@@ -58,12 +64,18 @@ from capture.sinks.kafka_client import (
     ProtocolMismatchError,
     ProtocolWatch,
     SourceChangedError,
+    cause,
     client_logger,
     describe_brokers,
     fatal_error,
 )
 
 log = structlog.get_logger("walcast.kafka")
+
+OUTAGE_REPORT_EVERY: Final = 60.0
+"""Seconds between two ``kafka_unreachable`` lines of one outage."""
+PROBE_TIMEOUT: Final = 1.0
+"""Seconds a metadata request may take when the sink checks whether an outage is over."""
 
 __all__ = [
     "KafkaSink",
@@ -99,7 +111,10 @@ class KafkaSink:
         self._fatal: KafkaError | None = None
         self._outage_since: float | None = None
         self._outage_reported = False
+        self._reported_at = 0.0
+        """When the outage was last reported."""
         self._last_error = ""
+        """librdkafka's words for the current outage (empty: none known)."""
         self._paused = False
         self.pauses = 0
         """Times the pump paused on a full queue."""
@@ -141,8 +156,11 @@ class KafkaSink:
     def _client_error(self, error: KafkaError) -> None:
         """Handle librdkafka's error callback (from poll): outages, refusals of the client."""
         code = error.code()
-        self._last_error = error.str()
-        self.protocol.note(self._last_error)
+        text = error.str()
+        self.protocol.note(text)
+        # "1/1 brokers are down" follows the failure that says why: keep the why.
+        if code != KafkaError._ALL_BROKERS_DOWN or not self._last_error:  # noqa: SLF001
+            self._last_error = text
         if code in FATAL_CODES or error.fatal():
             self._fatal = error
         elif code in OUTAGE_CODES and self._outage_since is None:
@@ -174,11 +192,13 @@ class KafkaSink:
             hint="restart walcast; nothing was acknowledged past what Kafka confirmed",
         )
 
-    def _check(self) -> None:
+    def _check(self, *, unanswered: bool = False) -> None:
         """Raise for a refused client; report an outage once it lasted ``error_after``.
 
         A ``security.protocol`` the listener does not speak is a refused client too
         (:class:`ProtocolMismatchError`), however long ago the line that showed it arrived.
+        ``unanswered``: the caller's request just met no broker (no need to ask again
+        before reporting).
         """
         if self.protocol.found is not None:
             raise self.protocol.found
@@ -200,45 +220,90 @@ class KafkaSink:
                 self.protocol.answered()
             self._confirmations_seen = reports
             self.last_delivery = now
-            if self._outage_reported:
-                log.info("kafka_reachable", brokers=self.brokers, in_flight=in_flight)
-            self._outage_since = None
-            self._outage_reported = False
+            self._outage_over(in_flight)
         elif in_flight and self._outage_since is None and now - self.last_delivery > 1.0:
             self._outage_since = self.last_delivery
         since = self._outage_since
-        if since is not None and not self._outage_reported and now - since >= self.error_after:
-            self._outage_reported = True
-            log.error(
-                "kafka_unreachable",
-                brokers=self.brokers,
-                seconds=round(now - since),
-                in_flight=in_flight,
-                last_error=self._last_error or None,
-                detail=f"Kafka at {self.brokers} has not confirmed anything for "
-                f"{round(now - since)} s; walcast keeps every change and waits (the slot "
-                "is not advanced); check kafka.bootstrap_servers and that the brokers run",
+        if since is None:
+            return
+        if self._outage_reported:
+            due = now - self._reported_at >= OUTAGE_REPORT_EVERY
+        else:
+            due = now - since >= self.error_after
+        if not due:
+            return
+        if in_flight == 0 and not unanswered and self._answers():  # a broker answers
+            self._outage_over(0)
+            return
+        self._report_outage(now, since, in_flight)
+
+    def _report_outage(self, now: float, since: float, in_flight: int) -> None:
+        """One ``kafka_unreachable`` line: the first of an outage, or a reminder."""
+        seconds = round(now - since)
+        why = f" ({cause(self._last_error)})" if self._last_error else ""
+        if self._outage_reported:
+            detail = (
+                f"Kafka at {self.brokers} still does not answer, for {seconds} s now{why}; "
+                "walcast keeps every change and waits (this line repeats once a minute)"
             )
+        else:
+            detail = (
+                f"Kafka at {self.brokers} has not answered for {seconds} s{why}; walcast "
+                "keeps every change and waits (the slot is not advanced); check "
+                "kafka.bootstrap_servers and that the brokers run (this line repeats once a "
+                "minute while Kafka stays away)"
+            )
+        self._outage_reported = True
+        self._reported_at = now
+        log.error(
+            "kafka_unreachable",
+            brokers=self.brokers,
+            seconds=seconds,
+            in_flight=in_flight,
+            last_error=cause(self._last_error) if self._last_error else None,
+            detail=detail,
+        )
+
+    def _outage_over(self, in_flight: int) -> None:
+        """Kafka answered: an outage (reported or not) is over."""
+        if self._outage_reported:
+            log.info("kafka_reachable", brokers=self.brokers, in_flight=in_flight)
+        self._outage_since = None
+        self._outage_reported = False
+        self._last_error = ""
+
+    def _answers(self) -> bool:
+        """Whether a broker answers a metadata request within :data:`PROBE_TIMEOUT`."""
+        try:
+            self.producer.list_topics(timeout=PROBE_TIMEOUT)
+        except KafkaException as exc:
+            self._last_error = self._last_error or str(exc)
+            return False
+        self.protocol.answered()
+        return True
 
     def note_unreachable(self, error: str) -> None:
         """Kafka failed a request other than a delivery (a read of the load's progress topic).
 
         The same outage as undelivered messages: it is timed from the first such failure and
         reported once, as ``kafka_unreachable``, by :meth:`_check` (the sink is the one owner
-        of the outage report, whichever request met the outage).
+        of the outage report, whichever request met the outage). ``error`` is the outage's
+        cause unless librdkafka's own words (the error callback's) are known.
         """
-        self._last_error = error
+        self._last_error = self._last_error or error
         if self._outage_since is None:
             self._outage_since = self._clock()
-        self._check()
+        self._check(unanswered=True)
 
     def note_reachable(self) -> None:
-        """Kafka answered a request other than a delivery: an outage with nothing in flight ends."""
+        """Kafka answered a request other than a delivery: an outage with nothing in flight ends.
+
+        The producer is served first: its queue also counts the log lines and callbacks it
+        holds for the next poll, which are not messages in flight.
+        """
+        self._serve(0)
         if len(self.producer) == 0 and (self._outage_since is not None or self._outage_reported):
-            if self._outage_reported:
-                log.info("kafka_reachable", brokers=self.brokers, in_flight=0)
-            self._outage_since = None
-            self._outage_reported = False
+            self._outage_over(0)
 
     def clock(self) -> float:
         """The sink's clock (the time :attr:`last_delivery` is measured in)."""
@@ -506,14 +571,14 @@ class KafkaSink:
         try:
             self.producer.list_topics(timeout=timeout)
         except KafkaException as exc:
-            self._last_error = str(exc)
             if self._outage_since is None:
                 self._outage_since = started
             self._client_log.quiet = True
             try:
-                self.producer.poll(0)
+                self.producer.poll(0)  # the error callback names the cause (_last_error)
             finally:
                 self._client_log.quiet = False
+            self._last_error = self._last_error or str(exc)
             if self.protocol.found is not None:
                 raise self.protocol.found from None
             return False

@@ -9,6 +9,14 @@ from here, so that:
   Lines that differ only in their timings and counts (``(after 3ms in state CONNECT, 4
   identical error(s) suppressed)``) are the same line (:func:`repeat_key`); the first text
   is the one logged, with how many were left out;
+* a line that only says a broker cannot be reached (``Connect to … failed: Connection
+  refused``, ``1/1 brokers are down``, a timed-out request, a failed name lookup) or that
+  librdkafka meets and retries on a healthy cluster (``Coordinator load in progress`` while
+  a broker starts, ``not the leader`` …) is a debug event (:func:`routine`; seen with
+  ``--log-level debug``): an outage is walcast's own ``kafka_unreachable`` line, which the
+  sink writes once Kafka stayed away for ``kafka.connect_timeout`` seconds and once a
+  minute after that, with librdkafka's words as its cause (issue 25.8). Every other line
+  (TLS, SASL, configuration) stays a warning or an error;
 * a ``security.protocol`` the listener does not speak (:class:`ProtocolWatch`): a TLS
   client at a plaintext listener, or a plaintext client at a TLS one, fails the same way on
   every attempt, and librdkafka reports it only as a transport failure that it retries for
@@ -88,12 +96,57 @@ def repeat_key(text: str) -> str:
     return _AFTER_CLAUSE.sub(lambda m: re.sub(r"\d+", "N", m.group(0)), key)
 
 
+_UNREACHABLE: Final = re.compile(
+    r"Connection refused|Connect to \S+ failed|Failed to resolve|brokers are down|"
+    r"Broker transport failure|request\(s\) timed out|Connection timed out|timed out|"
+    r"Connection reset|Broken pipe|No route to host|Network is unreachable|"
+    r"Host is unreachable|Disconnected",
+    re.IGNORECASE,
+)
+"""What librdkafka says when a broker cannot be reached (an outage, reported by walcast)."""
+_RETRIED: Final = re.compile(
+    r"coordinator load in progress|COORDINATOR_LOAD_IN_PROGRESS|not coordinator|"
+    r"NOT_COORDINATOR|coordinator not available|COORDINATOR_NOT_AVAILABLE|"
+    r"leader not available|LEADER_NOT_AVAILABLE|not leader|NOT_LEADER",
+    re.IGNORECASE,
+)
+"""What librdkafka meets and retries on a healthy cluster (a broker starting, a leader
+moving): nothing for a user to do."""
+_NEEDS_A_HUMAN: Final = re.compile(r"SSL|SASL|authenticat|certificate|listener\?", re.IGNORECASE)
+"""Words of a failure that retrying does not mend (a wrong protocol, credentials)."""
+
+
+def routine(text: str) -> bool:
+    """Whether librdkafka's line ``text`` is a debug event (see the module docstring)."""
+    if _NEEDS_A_HUMAN.search(text):
+        return False
+    return bool(_UNREACHABLE.search(text) or _RETRIED.search(text))
+
+
+_LINE_PREFIX: Final = re.compile(r"^[A-Z]+ \[[^\]]*\] \[thrd:[^\]]*\]: ")
+_TIMING: Final = re.compile(r"\s*\(after \d+ms in state [^()]*\)\s*$")
+
+
+def cause(text: str) -> str:
+    """The words of librdkafka for an outage, for walcast's own line.
+
+    Without the facility and thread (``FAIL [rdkafka#producer-1] [thrd:…]:``), the timing
+    suffix (``(after 0ms in state CONNECT)``) and confluent-kafka's wrapping
+    (``KafkaError{…,str="…"}``).
+    """
+    found = re.search(r'str="([^"]*)"', text)
+    if found:
+        text = found.group(1)
+    return _TIMING.sub("", _LINE_PREFIX.sub("", text.strip()))
+
+
 class _KafkaLog(logging.Handler):
     """librdkafka's log lines as structlog events, each distinct one rate-limited.
 
     Lines are told apart by :func:`repeat_key`; a repeat within :data:`LOG_REPEAT_SECONDS`
     is only counted, and the next line logged after that time says how many were left out
-    (``repeated``). The text logged is the line as librdkafka wrote it.
+    (``repeated``). The text logged is the line as librdkafka wrote it; a :func:`routine`
+    line is a debug event.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -112,7 +165,10 @@ class _KafkaLog(logging.Handler):
             return
         suppressed = seen[1] if seen is not None else 0
         self._seen[key] = (now, 0)
-        level = "error" if record.levelno >= logging.ERROR else "warning"
+        if routine(text):
+            level = "debug"
+        else:
+            level = "error" if record.levelno >= logging.ERROR else "warning"
         getattr(log, level)("kafka_client", message=text, repeated=suppressed or None)
 
 

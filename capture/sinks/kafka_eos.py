@@ -362,12 +362,12 @@ class TransactionalKafkaSink(KafkaSink):
 
     # -- client errors ------------------------------------------------------------------
 
-    def _check(self) -> None:
+    def _check(self, *, unanswered: bool = False) -> None:
         """As the base; being fenced by another instance gets its own line."""
         fatal = self._fatal
         if fatal is not None and fatal.code() in FENCED_CODES:
             raise self._fenced(fatal)
-        KafkaSink._check(self)  # noqa: SLF001 - our own base class
+        KafkaSink._check(self, unanswered=unanswered)  # noqa: SLF001 - our own base class
 
     def _client_failed(self, exc: BaseException) -> WalcastError:
         """The client failed without a Kafka error: the session starts again.
@@ -429,18 +429,9 @@ class TransactionalKafkaSink(KafkaSink):
                 error = exc.args[0]
                 if not error.retriable():
                     raise self._init_failed(error) from None
-            self._check()
-            waited = self._clock() - started
-            if not self._outage_reported and waited >= self.error_after:
-                self._outage_reported = True  # one report an outage, whichever request met it
-                log.error(
-                    "kafka_unreachable",
-                    brokers=self.brokers,
-                    seconds=round(waited),
-                    last_error=self._last_error or None,
-                    detail=f"Kafka at {self.brokers} did not start walcast's transactional "
-                    "producer; walcast waits (nothing is read from the slot meanwhile)",
-                )
+            if self._outage_since is None:  # no broker answered yet: an outage
+                self._outage_since = started
+            self._check(unanswered=True)  # reported as any other outage
             self.wait_hook()
         self.note_reachable()
         self.committed = read_offset(
@@ -449,6 +440,7 @@ class TransactionalKafkaSink(KafkaSink):
             identity.key,
             generation=self.generation,
             tick=self.wait_hook,
+            unreachable=self.note_unreachable,
         )
         self._ready = True
         committed = self.committed

@@ -135,12 +135,15 @@ def read_offset(
     generation: str | None = None,
     timeout: float = READ_TIMEOUT,
     tick: Callable[[], None] = lambda: None,
+    unreachable: Callable[[str], None] | None = None,
 ) -> OffsetRecord | None:
     """The newest committed record of ``key`` in ``topic`` of the slot's ``generation``.
 
     None: the source has none, or only one of another generation (an earlier life of the
     slot: ignored, with an ``offsets_of_earlier_slot_ignored`` warning). Raises
-    :class:`OffsetsUnavailableError` when Kafka does not answer within ``timeout``.
+    :class:`OffsetsUnavailableError` when Kafka does not answer within ``timeout``; with
+    ``unreachable``, an unreachable Kafka is waited for instead, each unanswered request
+    handed to it (:func:`capture.sinks.compacted.read_compacted`).
     """
     try:
         records = read_compacted(
@@ -150,6 +153,7 @@ def read_offset(
             timeout=timeout,
             group="walcast-offsets",
             tick=tick,
+            unreachable=unreachable,
         )
     except TopicUnreadableError as exc:
         raise _unavailable(topic, str(exc)) from None

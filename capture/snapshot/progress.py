@@ -178,7 +178,9 @@ class KafkaProgress:
     ``publish`` produces a record (delivered with the sink's other messages);
     ``publish_confirmed`` produces one and waits up to a timeout for Kafka to confirm it
     (returns whether it did). :attr:`generation` is the current generation: read by
-    :meth:`read_generation`, or set by :meth:`start_generation`.
+    :meth:`read_generation`, or set by :meth:`start_generation`. ``unreachable`` (the
+    sink's outage report) makes reads wait for an unreachable Kafka with one consumer
+    instead of failing after :data:`READ_TIMEOUT` (:mod:`capture.sinks.compacted`).
     """
 
     def __init__(
@@ -189,6 +191,7 @@ class KafkaProgress:
         publish: Callable[[str, bytes, bytes], None],
         stop: Callable[[], bool] = lambda: False,
         publish_confirmed: Callable[[str, bytes, bytes, float], bool] | None = None,
+        unreachable: Callable[[str], None] | None = None,
     ) -> None:
         self._settings = client_settings
         self.topic = topic
@@ -197,6 +200,7 @@ class KafkaProgress:
         self._publish_confirmed = publish_confirmed
         self._stop = stop
         """A stop request ends a wait for an unreachable Kafka (:mod:`capture.sinks.compacted`)."""
+        self._unreachable = unreachable
         self.generation: str | None = None
         self._legacy_warned = False
 
@@ -271,6 +275,7 @@ class KafkaProgress:
                 timeout=READ_TIMEOUT,
                 group="walcast-progress",
                 stop=self._stop,
+                unreachable=self._unreachable,
             )
         except TopicUnreadableError as exc:
             raise self._unavailable(str(exc)) from None

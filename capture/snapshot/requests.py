@@ -11,6 +11,9 @@ tables again without stopping the stream (to repair a topic, or after adding a t
 publication). It checks each table exists and is published, then writes a
 ``walcast.snapshot.request`` logical message; every daemon streaming a slot of the database
 sees it in its stream, in order, and loads the tables its publications hold.
+
+``walcast snapshot --help`` is :data:`DESCRIPTION` and :data:`EXAMPLES`, written for the
+terminal.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import psycopg
 
 from capture import dsn as dsn_util
 from capture.errors import ConfigError, SetupError
-from capture.flags import add_command
+from capture.flags import DSN_HELP, add_command
 from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.replication import catalog
 from capture.replication.connect import connect
@@ -71,28 +74,53 @@ def record_initial_load(progress: ProgressStore) -> bool:
 HELP: Final = "ask running daemons to load tables again, without stopping the stream"
 """The line ``walcast --help`` shows for this command."""
 
+DESCRIPTION: Final = """\
+Ask the running walcast run daemons of a database to load tables again,
+without stopping their stream: to repair a topic, or after adding a table to a
+publication. The rows are sent to the tables' usual topics, in each format's
+full-load form, in order with the changes around them.
+
+Each --table must exist and be in a publication (each --publication, or any).
+The request is then written into the database's WAL (a logical message), so
+every daemon streaming a slot of this database sees it in its stream and loads
+the tables its publications hold; with --slot, only the daemon on that slot
+does. Follow the load in the daemon's log (snapshot_chunk events) or metrics.
+Needs PostgreSQL 14 or newer."""
+"""What ``walcast snapshot --help`` says the command does."""
+
+EXAMPLES: Final = (
+    'walcast snapshot --dsn "host=db dbname=app user=cdc" --table shop.orders',
+    (
+        'export WALCAST_DSN="host=db dbname=app user=cdc"\n'
+        "walcast snapshot --table shop.orders --table shop.customers --slot walcast"
+    ),
+)
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``walcast snapshot`` to the CLI (``args.func`` runs it)."""
-    parser = add_command(subparsers, "snapshot", HELP, __doc__)
-    parser.add_argument(
-        "--dsn",
-        help="libpq connection string of the source database (default: $WALCAST_DSN; keep "
-        "passwords in $PGPASSWORD or ~/.pgpass: a command line is visible to every user)",
-    )
+    parser = add_command(subparsers, "snapshot", HELP, DESCRIPTION, EXAMPLES)
+    parser.add_argument("--dsn", help=DSN_HELP)
     parser.add_argument(
         "--table",
         action="append",
         required=True,
         metavar="SCHEMA.TABLE",
-        help="table to load (repeatable)",
+        help="table to load, as schema.table (repeatable; required)",
     )
     parser.add_argument(
         "--publication",
         action="append",
-        help="check the tables are in this publication (repeatable; default: any)",
+        metavar="NAME",
+        help="check that the tables are in this publication (repeatable; default: in any "
+        "publication of the database)",
     )
-    parser.add_argument("--slot", help="only the daemon streaming this slot loads them")
+    parser.add_argument(
+        "--slot",
+        metavar="NAME",
+        help="only the daemon streaming this slot loads them (default: every daemon of the "
+        "database)",
+    )
     parser.set_defaults(func=command)
 
 

@@ -136,3 +136,106 @@ def test_only_whole_dts_datums_are_decoded() -> None:
     assert decoded is not None
     assert decoded["version"] == 1
     assert decode(datum + b"\x00") is None  # a trailing byte: not one datum
+
+
+# -- --list-topics (issue 25.9) ---------------------------------------------------------------
+
+
+@pytest.fixture
+def listed_topics(kafka_bootstrap: str) -> Iterator[tuple[str, dict[str, int]]]:
+    """Three new topics under one unique prefix, with 3, 1 and 2 partitions; deleted after."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    prefix = f"consume_list_{uuid.uuid4().hex[:8]}"
+    made = {f"{prefix}.orders": 3, f"{prefix}.customers": 1, f"{prefix}_other": 2}
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.create_topics([NewTopic(t, n, 1) for t, n in made.items()]).values():
+        future.result(timeout=30)
+    try:
+        yield prefix, made
+    finally:
+        for future in admin.delete_topics(list(made)).values():
+            future.result(timeout=30)
+
+
+@pytest.mark.integration
+def test_list_topics_prints_names_and_partition_counts(
+    kafka_bootstrap: str, listed_topics: tuple[str, dict[str, int]]
+) -> None:
+    prefix, made = listed_topics
+    listing = ("consume", "--bootstrap-servers", kafka_bootstrap, "--list-topics")
+    done = walcast(*listing, "--topic", f"^{prefix}\\.")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{prefix}.customers\t1", f"{prefix}.orders\t3"]
+    assert (
+        done.stderr
+        == f"walcast: 2 topics on Kafka at {kafka_bootstrap} matching --topic ^{prefix}\\.\n"
+    )
+    exact = walcast(*listing, "--topic", f"{prefix}_other", "--topic", f"{prefix}.orders")
+    assert exact.stdout.splitlines() == [f"{prefix}.orders\t3", f"{prefix}_other\t2"]
+    everything = walcast(*listing)
+    assert everything.returncode == 0, everything.stderr
+    names = [line.split("\t")[0] for line in everything.stdout.splitlines()]
+    assert names == sorted(names)
+    assert set(made) <= set(names)
+    assert not [n for n in names if n.startswith("__")]  # Kafka's own are left out
+    cut = [line.split("\t") for line in everything.stdout.splitlines()]
+    assert all(len(fields) == 2 and fields[1].isdigit() for fields in cut)
+
+
+@pytest.mark.integration
+def test_list_topics_matching_nothing_prints_nothing(kafka_bootstrap: str) -> None:
+    pattern = f"^nothing_{uuid.uuid4().hex}"
+    done = walcast(
+        "consume", "--bootstrap-servers", kafka_bootstrap, "--list-topics", "--topic", pattern
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"walcast: no topics on Kafka at {kafka_bootstrap} matching --topic {pattern}\n"
+    )
+
+
+def test_list_topics_at_a_refused_broker_fails_in_bounded_time() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    done = walcast(
+        "consume", "--bootstrap-servers", f"127.0.0.1:{port}", "--list-topics",
+        "--connect-timeout", "3", timeout=60,
+    )  # fmt: skip
+    assert time.monotonic() - started < 20
+    assert_one_line_error(done, f"Kafka at 127.0.0.1:{port} did not answer within 3 s")
+    assert done.returncode == 4
+    assert done.stdout == ""
+
+
+def test_list_topics_at_a_silent_broker_fails_in_bounded_time(silent_broker: str) -> None:
+    started = time.monotonic()
+    done = walcast(
+        "consume", "--bootstrap-servers", silent_broker, "--list-topics",
+        "--connect-timeout", "2", timeout=60,
+    )  # fmt: skip
+    assert time.monotonic() - started < 20
+    assert_one_line_error(done, f"Kafka at {silent_broker} did not answer within 2 s")
+
+
+@pytest.mark.parametrize(
+    ("extra", "needles"),
+    [
+        (("--list-topics", "--with-metadata"), ("--with-metadata: only applies when reading",)),
+        (("--list-topics", "--max-messages", "3"), ("--max-messages: only applies",)),
+        (("--list-topics", "--from-end"), ("--from-end: only applies",)),
+        (("--list-topics", "--decode", "none"), ("--decode: only applies",)),
+        (("--list-topics", "--idle-timeout", "2"), ("--idle-timeout: only applies",)),
+        (("--list-topics", "--topic", "^("), ("--topic ^(: not a regular expression",)),
+        ((), ("--topic: give a topic to read", "--list-topics lists them")),
+    ],
+)
+def test_list_topics_usage_errors_are_one_line(
+    extra: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
+    done = walcast("consume", "--bootstrap-servers", "127.0.0.1:1", *extra, timeout=60)
+    assert_one_line_error(done, *needles)
+    assert done.returncode == 2  # before any connection: the broker address is never tried

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,8 +19,15 @@ import pytest
 
 from capture.replication.catalog import PublishedTable
 from capture.replication.slots import SlotStatus
-from capture.status import failover_readiness, human_bytes, table_note, wal_risk
-from tests.support.scenario import walcast
+from capture.status import (
+    failover_readiness,
+    human_bytes,
+    render,
+    table_note,
+    wal_level_problem,
+    wal_risk,
+)
+from tests.support.scenario import REPO, walcast
 
 SECRET = "St4tus-S3cret"
 
@@ -93,6 +103,7 @@ def test_status_shows_the_slot_and_the_publication(pg_dsn: str, names: Names) ->
     assert "id, line" in out
     notes = next(line for line in out.splitlines() if f"{names.schema}.notes" in line)
     assert "UPDATE and DELETE refused: no primary key" in notes
+    assert "wal_level" not in out  # the test server's is logical: nothing to say
 
 
 @pytest.mark.integration
@@ -102,6 +113,7 @@ def test_status_json(pg_dsn: str, names: Names) -> None:
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
+    assert report["wal_level"] == "logical"
     (slot,) = report["slots"]
     again = walcast("status", "--dsn", pg_dsn, "--slot", names.slot, "--slot", names.slot, "--json")
     assert [s["slot"] for s in json.loads(again.stdout)["slots"]] == [names.slot]
@@ -150,6 +162,77 @@ def test_status_errors_are_one_line(pg_dsn: str, names: Names) -> None:
         walcast("slot", "drop", "--dsn", pg_dsn, "--slot", f"{names.slot}_x", "--yes"),
         f"--slot {names.slot}_x: no such replication slot",
     )
+
+
+@pytest.fixture(scope="module")
+def replica_level_dsn() -> Iterator[str]:
+    """A throwaway second server with wal_level=replica (its own state dir and port).
+
+    Started by scripts/local-services like the shared one, never touching it; stopped and
+    removed after the module. The state dir is made with mkdtemp and opened to others: the
+    server runs as another OS user.
+    """
+    state = tempfile.mkdtemp(prefix="walcast-status-replica-")
+    Path(state).chmod(0o755)
+    env = {**os.environ, "WALCAST_SERVICES_DIR": state, "WALCAST_PG_WAL_LEVEL": "replica"}
+    env.pop("WALCAST_PG_PORT", None)
+    services = str(REPO / "scripts" / "local-services")
+    try:
+        started = subprocess.run(
+            [services, "start", "pg"], capture_output=True, text=True, env=env, timeout=300,
+            check=False,
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        yield next(
+            shlex.split(line.partition("=")[2])[0]
+            for line in started.stdout.splitlines()
+            if line.startswith("export WALCAST_TEST_DSN=")
+        )
+    finally:
+        subprocess.run([services, "stop", "pg"], capture_output=True, env=env, check=False)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+WAL_LEVEL_LINE = (
+    "wal_level is 'replica' on this server: logical replication needs wal_level=logical "
+    "(hint: ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)"
+)
+
+
+@pytest.mark.integration
+def test_status_says_when_wal_level_is_not_logical(replica_level_dsn: str) -> None:
+    done = walcast("status", "--dsn", replica_level_dsn)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert lines[0] == WAL_LEVEL_LINE  # first, before the (empty) slot list it explains
+    assert lines[1] == ""
+    assert lines[2] == (
+        "no logical replication slots in database walcast (none can exist until wal_level "
+        "is logical)"
+    )
+    report = json.loads(walcast("status", "--dsn", replica_level_dsn, "--json").stdout)
+    assert (report["wal_level"], report["slots"]) == ("replica", [])
+
+
+def test_wal_level_problem_names_every_level_but_logical() -> None:
+    assert wal_level_problem("logical") is None
+    assert wal_level_problem(None) is None  # not reported: nothing is claimed
+    assert wal_level_problem("replica") == WAL_LEVEL_LINE
+    minimal = wal_level_problem("minimal")
+    assert minimal is not None
+    assert minimal.startswith("wal_level is 'minimal' on this server")
+    report = {"database": "app", "wal_level": "minimal", "slots": [], "publications": []}
+    assert render(report).splitlines()[:3] == [
+        minimal,
+        "",
+        (
+            "no logical replication slots in database app (none can exist until wal_level is "
+            "logical)"
+        ),
+    ]
+    report["wal_level"] = "logical"
+    assert render(report).splitlines()[0] == "no logical replication slots in database app"
 
 
 @pytest.mark.integration

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from capture.daemon.config import Secret, load
-from capture.errors import ConfigError
+from capture.errors import ConfigError, InvalidSettingsError
 from capture.formats import parse_settings
 
 GOOD = """
@@ -62,17 +62,46 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
     config = load(write(tmp_path, GOOD), {"source": {"slot": "from_cli"}}, env)
     assert config.bootstrap_servers == "env:9092"
     assert config.slot == "from_cli"
-    config = load(write(tmp_path, GOOD), {"outputs": {"list": [{"format": "dts-avro"}]}}, {})
+    config = load(write(tmp_path, GOOD), {"outputs": {"formats": ["dts-avro"]}}, {})
     assert [o.format for o in config.outputs] == ["dts-avro"]
+
+
+def only_line(info: pytest.ExceptionInfo[ConfigError]) -> str:
+    """The one problem's line of a configuration error."""
+    lines = info.value.lines()
+    assert len(lines) == 1, lines
+    assert "\n" not in lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("removed", "flag"),
+    [
+        ('dsn = "host=db dbname=app user=cdc"', "--dsn"),
+        ('slot = "walcast"', "--slot"),
+        ('publications = ["pub_a", "pub_b"]', "--publication"),
+        ('bootstrap_servers = "broker:9092"', "--bootstrap-servers"),
+    ],
+)
+def test_a_missing_setting_names_every_way_to_give_it(
+    tmp_path: Path, removed: str, flag: str
+) -> None:
+    path = write(tmp_path, GOOD.replace(removed, ""))
+    with pytest.raises(ConfigError) as info:
+        load(path, NO_CLI, {})
+    line = only_line(info)
+    key = removed.split(" = ", maxsplit=1)[0]
+    section = "kafka" if key == "bootstrap_servers" else "source"
+    env = f"WALCAST__{section.upper()}__{key.upper()}"
+    assert line.startswith(f"missing {flag} (or "), line
+    assert env in line
+    assert f"{section}.{key} in {path}" in line
+    assert ("$WALCAST_DSN" in line) == (flag == "--dsn")
 
 
 @pytest.mark.parametrize(
     ("change", "setting"),
     [
-        (('dsn = "host=db dbname=app user=cdc"', ""), "source.dsn"),
-        (('slot = "walcast"', ""), "source.slot"),
-        (('publications = ["pub_a", "pub_b"]', ""), "source.publications"),
-        (('bootstrap_servers = "broker:9092"', ""), "kafka.bootstrap_servers"),
         (('format = "canal"', 'format = "xml"'), "outputs[0].format"),
         (("metrics_port = 0", 'metrics_port = "nine"'), "daemon.metrics_port"),
         (("metrics_port = 0", "metrics_port = 70000"), "daemon.metrics_port"),
@@ -95,11 +124,11 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
 def test_bad_settings_are_named(tmp_path: Path, change: tuple[str, str], setting: str) -> None:
     old, new = change
     assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new))
     with pytest.raises(ConfigError) as info:
-        load(write(tmp_path, GOOD.replace(old, new)), NO_CLI, {})
-    message = str(info.value)
-    assert message.startswith(f"{setting}:"), message
-    assert "\n" not in info.value.one_line()
+        load(path, NO_CLI, {})
+    line = only_line(info)
+    assert line.startswith(f"{path}: {setting}:"), line
 
 
 def test_unknown_format_lists_the_valid_ones(tmp_path: Path) -> None:
@@ -171,18 +200,18 @@ def test_every_setting_is_in_the_example_and_loads_with_its_default() -> None:
         ), setting.name
         assert setting.help.strip(), setting.name
         assert "\n" not in setting.help, setting.name
-        assert setting.key in fields, f"{setting.name} has no DaemonConfig field"
+        assert setting.field in fields, f"{setting.name} has no DaemonConfig field"
         if setting.required:
             assert setting.example is not None, setting.name
             continue
-        field = fields[setting.key]
+        field = fields[setting.field]
         default = (
             field.default_factory()  # type: ignore[misc]
             if field.default_factory is not dataclasses.MISSING
             else field.default
         )
         assert default == setting.default, setting.name
-        assert getattr(config, setting.key) == setting.default, setting.name
+        assert getattr(config, setting.field) == setting.default, setting.name
     output_fields = {f.name for f in dataclasses.fields(OutputConfig)}
     assert {s.key for s in OUTPUT_SETTINGS} == output_fields
 
@@ -193,8 +222,9 @@ def test_new_settings_have_the_contract_defaults(tmp_path: Path) -> None:
     assert (config.snapshot_workers, config.snapshot_chunk_rows) == (2, 50_000)
     assert config.snapshot_topic == "walcast.snapshots"
     assert (config.exactly_once, config.offsets_topic) == (False, "walcast.offsets")
-    assert (config.unhealthy_after, config.kafka_error_after) == (60.0, 30.0)
+    assert (config.unhealthy_after, config.kafka_connect_timeout) == (60.0, 30.0)
     assert (config.receive_timeout, config.failover_slot) == (None, None)
+    assert config.connect_timeout == 30.0
 
 
 def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None:
@@ -210,7 +240,8 @@ def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None
         "WALCAST__DAEMON__UNHEALTHY_AFTER": "3",
         "WALCAST__SOURCE__RECEIVE_TIMEOUT": "45",
         "WALCAST__SOURCE__FAILOVER_SLOT": "false",
-        "WALCAST__DAEMON__KAFKA_ERROR_AFTER": "2.5",
+        "WALCAST__KAFKA__CONNECT_TIMEOUT": "2.5",
+        "WALCAST__SOURCE__CONNECT_TIMEOUT": "0",
         "WALCAST__DAEMON__METRICS_HOST": "0.0.0.0",
     }
     config = load(write(tmp_path, GOOD), NO_CLI, env)
@@ -220,7 +251,8 @@ def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None
     assert config.spill_dir == "/tmp/spill"
     assert (config.exactly_once, config.offsets_topic) == (True, "my.offsets")
     assert config.snapshot_topic == "my.snapshots"
-    assert (config.unhealthy_after, config.kafka_error_after) == (3.0, 2.5)
+    assert (config.unhealthy_after, config.kafka_connect_timeout) == (3.0, 2.5)
+    assert config.connect_timeout == 0.0
     assert (config.receive_timeout, config.failover_slot) == (45.0, False)
     assert config.metrics_host == "0.0.0.0"
     flags = {"source": {"snapshot": "never"}, "kafka": {"exactly_once": False}}
@@ -248,6 +280,9 @@ def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None
         ("[source]", 'receive_timeout = "soon"', "source.receive_timeout"),
         ("[source]", 'failover_slot = "maybe"', "source.failover_slot"),
         ("[daemon]", "kafka_error_after = -1", "daemon.kafka_error_after"),
+        ("[kafka]", "connect_timeout = 0", "kafka.connect_timeout"),
+        ("[source]", "connect_timeout = -1", "source.connect_timeout"),
+        ("[source]", 'connect_timeout = "soon"', "source.connect_timeout"),
         ("[daemon]", "metrics_host = [1]", "daemon.metrics_host"),
         ("[[outputs]]", '[outputs.settings]\n"canal.nope" = "1"', "outputs[2].settings"),
         ("[[outputs]]", '[outputs.settings]\n"ibm.max_message_size" = "x"', "outputs[2].settings"),
@@ -261,10 +296,11 @@ def test_bad_new_settings_are_named(tmp_path: Path, section: str, line: str, set
     else:
         text = GOOD.replace(f"{section}\n", f"{section}\n{line}\n", 1)
         assert text != GOOD
+    path = write(tmp_path, text)
     with pytest.raises(ConfigError) as info:
-        load(write(tmp_path, text), NO_CLI, {})
-    assert str(info.value).startswith(f"{setting}:"), str(info.value)
-    assert "\n" not in info.value.one_line()
+        load(path, NO_CLI, {})
+    line = only_line(info)
+    assert line.startswith(f"{path}: {setting}:"), line
 
 
 def test_print_config_loads_back_and_redacts_secrets(tmp_path: Path) -> None:
@@ -282,7 +318,7 @@ def test_print_config_loads_back_and_redacts_secrets(tmp_path: Path) -> None:
         write(
             tmp_path, text.replace('slot = "walcast"', 'slot = "walcast"\npassword_env = "PGPW"')
         ),
-        {"outputs": {"list": [{"format": "ibm", "settings": {"ibm.column_delimiter": ";"}}]}},
+        {"outputs": {"formats": ["ibm"], "format_options": ["ibm.column_delimiter=;"]}},
         env,
     )
     shown = render_toml(config)
@@ -318,18 +354,17 @@ def test_run_print_config_through_the_cli(tmp_path: Path) -> None:
     done = walcast(
         "run", "--config", write(tmp_path, GOOD), "--print-config", "--exactly-once",
         "--dsn", "host=db user=cdc password=Pr1nt-S3cret", "--snapshot", "never",
-        env={"WALCAST__DAEMON__KAFKA_ERROR_AFTER": "5"},
+        env={"WALCAST__KAFKA__CONNECT_TIMEOUT": "5"},
         timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "Pr1nt-S3cret" not in done.stdout + done.stderr
     assert "exactly_once = true" in done.stdout
     assert 'snapshot = "never"' in done.stdout
-    assert "kafka_error_after = 5.0" in done.stdout
+    assert "\n[kafka]\n" in done.stdout
+    kafka = done.stdout.split("\n[kafka]\n", 1)[1].split("\n[daemon]\n", 1)[0]
+    assert "\nconnect_timeout = 5.0\n" in kafka
     assert 'format = "ibm"' in done.stdout
-    done = walcast("run", "--print-config", "--slot", "s", env={"WALCAST_DSN": ""}, timeout=60)
-    assert done.returncode == 2
-    assert done.stderr.strip() == "walcast: error: source.dsn: required setting is missing"
 
 
 # -- passwords in source.dsn (issue 22.5) ----------------------------------------------------
@@ -359,8 +394,8 @@ def test_a_password_in_the_files_dsn_is_refused(tmp_path: Path, dsn: str) -> Non
     ):
         with pytest.raises(ConfigError) as info:
             load(path, flags, env)
-        line = info.value.one_line()
-        assert line.startswith("source.dsn: "), line
+        line = only_line(info)
+        assert line.startswith(f"{path}: source.dsn: the DSN holds a password"), line
         assert all(place in line for place in PLACES), line
         assert "S3cret" not in line
         assert info.value.exit_code == 2
@@ -389,7 +424,7 @@ def test_receive_timeout_from_file_environment_and_flags(tmp_path: Path) -> None
     env = {"WALCAST__SOURCE__RECEIVE_TIMEOUT": "40.5"}
     assert load(path, NO_CLI, env).receive_timeout == 40.5
     assert load(path, {"source": {"receive_timeout": 50.0}}, env).receive_timeout == 50.0
-    with pytest.raises(ConfigError, match=r"^source\.receive_timeout: 0\.2 must be at least 1$"):
+    with pytest.raises(ConfigError, match=r"^--receive-timeout: 0\.2 must be at least 1$"):
         load(path, {"source": {"receive_timeout": 0.2}}, {})
 
 
@@ -471,3 +506,264 @@ def test_degraded_after_is_a_deprecated_name_of_unhealthy_after(tmp_path: Path) 
     with capture_logs() as events:  # the new name alone: no warning
         assert load(write(tmp_path, _with("daemon", "unhealthy_after = 5")), NO_CLI, {})
     assert events == []
+
+
+# -- every problem at once, named as given (issue 25.5) --------------------------------------
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    text = (
+        GOOD.replace('slot = "walcast"', 'slot = "walcast"\nsnapshot_worker = 3\nstreaming = "of"')
+        .replace('bootstrap_servers = "broker:9092"', 'bootstrap_server = "broker:9092"')
+        .replace('format = "canal"', 'format = "canel"')
+        .replace("metrics_port = 0", "metrics_port = -1")
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(InvalidSettingsError) as info:
+        load(path, {"source": {"receive_timeout": "soon"}}, {"WALCAST__SOURCE__SLTO": "x"})
+    lines = info.value.lines()
+    expected = [
+        "WALCAST__SOURCE__SLTO: unknown setting; did you mean WALCAST__SOURCE__SLOT?",
+        f"{path}: source.snapshot_worker: unknown setting; did you mean source.snapshot_workers?",
+        f"{path}: kafka.bootstrap_server: unknown setting; did you mean kafka.bootstrap_servers?",
+        f"{path}: source.streaming: 'of' is not one of on, off, parallel; did you mean off?",
+        "--receive-timeout: 'soon' is not a number",
+        (
+            "missing --bootstrap-servers (or WALCAST__KAFKA__BOOTSTRAP_SERVERS, or "
+            f"kafka.bootstrap_servers in {path}): the Kafka brokers to write to (host:port, "
+            "comma-separated)"
+        ),
+        f"{path}: daemon.metrics_port: -1 must be at least 0",
+        (
+            f"{path}: outputs[0].format: unknown format 'canel'; valid formats: json, canal, "
+            "shareplex, dataworks, qlik, ibm, dts-avro; did you mean canal?"
+        ),
+    ]
+    assert lines == expected
+    assert info.value.exit_code == 2
+    assert info.value.one_line() == "; ".join(expected)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "file_line", "label"),
+    [
+        ({"daemon": {"heartbeat_interval": "often"}}, {}, None, "--heartbeat-interval"),
+        ({}, {"WALCAST__DAEMON__HEARTBEAT_INTERVAL": "often"}, None,
+         "WALCAST__DAEMON__HEARTBEAT_INTERVAL"),
+        ({}, {}, 'heartbeat_interval = "often"', "{path}: daemon.heartbeat_interval"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_is_named_where_it_came_from(
+    tmp_path: Path, flags: dict, env: dict, file_line: str | None, label: str
+) -> None:
+    text = GOOD.replace("heartbeat_interval = 5", file_line or "")
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load(path, flags, env)
+    assert only_line(info) == label.format(path=path) + ": 'often' is not a number"
+
+
+@pytest.mark.parametrize(
+    ("where", "given", "expected"),
+    [
+        ("[kafka]", "bootstrap_server", "kafka.bootstrap_servers"),
+        ("[source]", "snapshot_worker", "source.snapshot_workers"),
+        ("[kafka]", "snapshot_workers", "source.snapshot_workers"),
+        ("[daemon]", "kafka_eror_after", "daemon.kafka_error_after"),
+        ("[source]", "pubications", "source.publications"),
+    ],
+)
+def test_unknown_keys_get_did_you_mean(
+    tmp_path: Path, where: str, given: str, expected: str
+) -> None:
+    path = write(tmp_path, GOOD.replace(f"{where}\n", f"{where}\n{given} = 1\n", 1))
+    with pytest.raises(ConfigError) as info:
+        load(path, NO_CLI, {})
+    section = where.strip("[]")
+    assert only_line(info) == (
+        f"{path}: {section}.{given}: unknown setting; did you mean {expected}?"
+    )
+
+
+def test_no_suggestion_for_a_name_far_from_every_setting(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("[daemon]\n", "[daemon]\nzebra = 1\n"))
+    with pytest.raises(ConfigError) as info:
+        load(path, NO_CLI, {})
+    assert only_line(info) == f"{path}: daemon.zebra: unknown setting"
+
+
+def test_unknown_sections_environment_names_and_format_settings_get_did_you_mean(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, GOOD + '\n[sources]\nslot = "x"\n')
+    with pytest.raises(ConfigError) as info:
+        load(path, NO_CLI, {"WALCAST__KAFKA__BOOTSTRAP_SERVER": "b:1"})
+    assert info.value.lines() == [
+        (
+            f"{path}: [sources]: unknown section; did you mean [source]? (sections: source, "
+            "kafka, daemon, outputs)"
+        ),
+        (
+            "WALCAST__KAFKA__BOOTSTRAP_SERVER: unknown setting; did you mean "
+            "WALCAST__KAFKA__BOOTSTRAP_SERVERS?"
+        ),
+    ]
+    text = GOOD.replace('"canal.database_name" = "schema"', '"canal.databse_name" = "schema"')
+    with pytest.raises(ConfigError) as info:
+        load(write(tmp_path, text), NO_CLI, {})
+    line = only_line(info)
+    assert line.startswith(f"{path}: outputs[0].settings: canal.databse_name: unknown setting")
+    assert line.endswith("did you mean canal.database_name?")
+
+
+def test_several_problems_in_the_environment_and_flags_alone() -> None:
+    with pytest.raises(InvalidSettingsError) as info:
+        load(None, {"source": {"slot": "s"}}, {"WALCAST__DAEMON__METRICS_PORT": "x"})
+    lines = info.value.lines()
+    assert [line.split(" ")[0] for line in lines] == [
+        "missing", "missing", "missing", "WALCAST__DAEMON__METRICS_PORT:", "missing",
+    ]  # fmt: skip
+    assert lines[0].startswith("missing --dsn (or $WALCAST_DSN, or WALCAST__SOURCE__DSN, or ")
+    assert lines[0].endswith("source.dsn in a --config file): the database to stream from "
+                             "(a libpq connection string or URI)")  # fmt: skip
+    assert lines[-1].startswith("missing --format (or [[outputs]] entries in a --config file)")
+
+
+# -- a flag and the file never disagree silently (issue 25.6) --------------------------------
+
+
+def test_every_flag_wins_over_the_file(tmp_path: Path) -> None:
+    """For each setting a flag sets, the file says one thing and the flag another."""
+    from capture.daemon.arguments import FLAGGED  # noqa: PLC0415
+
+    given = {
+        "dsn": ("host=file", "host=flag"),
+        "slot": ("file_slot", "flag_slot"),
+        "publications": (["file_pub"], "flag_a,flag_b"),
+        "create_slot": (True, False),
+        "failover_slot": (True, False),
+        "create_publication": (False, True),
+        "publish_tables": (["f.t"], "a.b"),
+        "connect_timeout": (5, 0.0),
+        "receive_timeout": (30, 45.0),
+        "snapshot": ("initial", "never"),
+        "snapshot_workers": (3, 4),
+        "snapshot_chunk_rows": (100, 200),
+        "bootstrap_servers": ("file:9092", "flag:9092"),
+        "exactly_once": (True, False),
+        "heartbeat_interval": (1, 2.0),
+        "metrics_port": (1000, 2000),
+        "split_key_updates": (True, False),
+        "schema_topic": ("file.schemas", ""),
+    }
+    assert {s.key for s in FLAGGED} == set(given), "a flagged setting without a case here"
+    lines = {"source": [], "kafka": [], "daemon": []}
+    flags: dict = {"source": {}, "kafka": {}, "daemon": {}}
+    for setting in FLAGGED:
+        file_value, flag_value = given[setting.key]
+        shown = (
+            str(file_value).lower()
+            if isinstance(file_value, bool)
+            else repr(file_value).replace("'", '"')
+        )
+        lines[setting.section].append(f"{setting.key} = {shown}")
+        flags[setting.section][setting.key] = flag_value
+    text = (
+        "\n".join(f"[{section}]\n" + "\n".join(keys) for section, keys in lines.items())
+        + '\n[[outputs]]\nformat = "json"\n'
+    )
+    path = write(tmp_path, text)
+    from_file = load(path, NO_CLI, {})
+    from_flags = load(path, flags, {})
+    for setting in FLAGGED:
+        file_value, flag_value = given[setting.key]
+        got_file = getattr(from_file, setting.field)
+        got_flag = getattr(from_flags, setting.field)
+        assert got_file != got_flag, setting.name
+        if setting.key in ("publications", "publish_tables"):
+            assert got_flag == flag_value.split(","), setting.name
+        else:
+            assert got_flag == flag_value, setting.name
+
+
+def test_topic_flags_set_the_topics_of_the_files_outputs(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD)
+    flags = {"outputs": {"topic": "cdc.{format}.{table}", "transaction_topic": "cdc.{format}"}}
+    config = load(path, flags, {})
+    assert [o.format for o in config.outputs] == ["canal", "ibm"]
+    assert [o.topic for o in config.outputs] == ["cdc.{format}.{table}"] * 2
+    assert [o.transaction_topic for o in config.outputs] == ["cdc.{format}"] * 2
+    assert config.outputs[0].settings == parse_settings("canal", {"canal.database_name": "schema"})
+
+
+def test_format_options_set_their_key_in_the_files_outputs_of_their_format(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, GOOD)
+    flags = {"outputs": {"format_options": ["canal.database_name=database",
+                                            "ibm.column_delimiter=;"]}}  # fmt: skip
+    config = load(path, flags, {})
+    assert config.outputs[0].settings == parse_settings(
+        "canal", {"canal.database_name": "database"}
+    )
+    assert config.outputs[1].settings == parse_settings("ibm", {"ibm.column_delimiter": ";"})
+    with pytest.raises(ConfigError) as info:
+        load(path, {"outputs": {"format_options": ["qlik.include_before=false"]}}, {})
+    assert only_line(info) == (
+        "--format-option: 'qlik.include_before' is a setting of format qlik, which is not an "
+        f"output here (outputs of outputs in {path}: canal, ibm)"
+    )
+    with pytest.raises(ConfigError) as info:  # a bad value is named by the flag
+        load(path, {"outputs": {"format_options": ["ibm.max_message_size=x"]}}, {})
+    assert only_line(info).startswith("--format-option: ibm.max_message_size")
+
+
+def test_format_replaces_the_files_outputs(tmp_path: Path) -> None:
+    flags = {"outputs": {"formats": ["json"], "topic": "t.{table}"}}
+    config = load(write(tmp_path, GOOD), flags, {})
+    assert [(o.format, o.topic, o.settings) for o in config.outputs] == [
+        ("json", "t.{table}", parse_settings("json", {}))
+    ]
+
+
+def test_producer_options_set_their_keys_over_the_files_table(tmp_path: Path) -> None:
+    extra = '"compression.type" = "zstd"\n"linger.ms" = 5'
+    path = write(tmp_path, GOOD.replace('"compression.type" = "zstd"', extra))
+    config = load(path, {"producer_options": ["linger.ms=50", "batch.size=1000"]}, {})
+    assert config.producer == {"compression.type": "zstd", "linger.ms": "50", "batch.size": "1000"}
+    with pytest.raises(ConfigError) as info:
+        load(path, {"producer_options": ["acks=1"]}, {})
+    assert only_line(info) == (
+        "--producer-option acks: '1': walcast requires enable.idempotence=true and acks=all "
+        "(no data loss)"
+    )
+
+
+def test_a_dsn_password_and_a_password_source_are_one_line_naming_both(tmp_path: Path) -> None:
+    path = write(tmp_path, _with("source", 'password_env = "PGPW"'))
+    with pytest.raises(ConfigError) as info:
+        load(path, {"source": {"dsn": "host=db password=x"}}, {"PGPW": "y"})
+    assert only_line(info) == (
+        f"--dsn: the DSN holds a password, and source.password_env in {path} gives one too: "
+        "give one of them"
+    )
+
+
+def test_kafka_error_after_is_a_deprecated_name_of_kafka_connect_timeout(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs  # noqa: PLC0415
+
+    with capture_logs() as events:
+        config = load(write(tmp_path, _with("daemon", "kafka_error_after = 12")), NO_CLI, {})
+    assert config.kafka_connect_timeout == 12.0
+    (event,) = events
+    assert (event["event"], event["setting"], event["replaced_by"]) == (
+        "setting_deprecated", "daemon.kafka_error_after", "kafka.connect_timeout",
+    )  # fmt: skip
+    with capture_logs() as events:
+        config = load(
+            write(tmp_path, _with("kafka", "connect_timeout = 5")),
+            NO_CLI,
+            {"WALCAST__DAEMON__KAFKA_ERROR_AFTER": "12"},
+        )
+    assert config.kafka_connect_timeout == 5.0
+    assert events[0]["ignored"] is True

@@ -117,7 +117,7 @@ def test_run_against_a_dead_broker_pauses_reports_once_and_stops_cleanly(
         "--bootstrap-servers", dead, "--format", "json", "--metrics-port", str(port),
         "--heartbeat-interval", "0",
         log_path=tmp_path / "run.log",
-        env={"WALCAST__DAEMON__KAFKA_ERROR_AFTER": "3", "WALCAST__DAEMON__UNHEALTHY_AFTER": "3"},
+        env={"WALCAST__KAFKA__CONNECT_TIMEOUT": "3", "WALCAST__DAEMON__UNHEALTHY_AFTER": "3"},
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 90

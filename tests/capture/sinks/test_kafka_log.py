@@ -20,7 +20,9 @@ from capture.sinks.kafka_client import (
     ProtocolMismatchError,
     ProtocolWatch,
     _KafkaLog,
+    cause,
     repeat_key,
+    routine,
 )
 
 REFUSED = (
@@ -82,7 +84,8 @@ def test_different_failures_keep_different_keys(other: str) -> None:
 
 
 def test_an_outage_is_logged_once_a_minute_with_the_first_text() -> None:
-    """120 refusals in 170 s (issue 22 item 4) are three events, not 120."""
+    """120 refusals in 170 s (issue 22 item 4) are three events, not 120, and debug ones
+    (issue 25.8: the outage is the sink's own kafka_unreachable line)."""
     now = [1000.0]
     handler = _KafkaLog(clock=lambda: now[0])
     logger = logging.getLogger("tests.kafka_log")
@@ -98,7 +101,7 @@ def test_an_outage_is_logged_once_a_minute_with_the_first_text() -> None:
     assert events[0]["repeated"] is None
     assert all(e["repeated"] for e in events[1:])
     assert sum(e["repeated"] or 0 for e in events) + len(events) <= 120
-    assert all(e["log_level"] == "error" for e in events)
+    assert all(e["log_level"] == "debug" for e in events)
 
 
 def test_another_line_is_logged_at_once() -> None:
@@ -115,6 +118,73 @@ def test_another_line_is_logged_at_once() -> None:
         handler.emit(record)
     assert [e["message"] for e in events] == [refused(0), PLAINTEXT_AT_SSL, refused(0)]
     assert events[-1]["repeated"] == 1
+
+
+GETPID = (
+    "GETPID [walcast-shop#producer-1] [thrd:main]: Failed to acquire transactional PID from "
+    "broker TxnCoordinator/1: Broker: Coordinator load in progress: retrying"
+)
+"""What an exactly-once start logs while a freshly started broker loads its coordinator."""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        refused(0),
+        TIMED_OUT.format(n=1, rtt="1.2", ms=5, suppressed=""),
+        "1/1 brokers are down",
+        (
+            "FAIL [rdkafka#consumer-2] [thrd:b:9092/bootstrap]: b:9092/bootstrap: Failed to "
+            "resolve 'b:9092': Name or service not known (after 3ms in state CONNECT)"
+        ),
+        GETPID,
+        "METADATA [rdkafka#producer-1] [thrd:main]: Topic t partition 0 Leader not available",
+        PLAINTEXT_AT_SSL.format(ms=1),
+    ],
+)
+def test_unreachable_brokers_and_retried_conditions_are_debug_events(text: str) -> None:
+    assert routine(text)
+    handler = _KafkaLog()
+    with capture_logs() as events:
+        handler.emit(logging.LogRecord("x", logging.WARNING, __file__, 0, text, None, None))
+    assert [(e["event"], e["log_level"]) for e in events] == [("kafka_client", "debug")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        SSL_AT_PLAINTEXT,
+        CERTIFICATE,
+        (
+            "FAIL [rdkafka#producer-1] [thrd:b:9092/1]: b:9092/1: SASL authentication error: "
+            "Authentication failed during authentication due to invalid credentials with SASL "
+            "mechanism SCRAM-SHA-512 (after 3ms in state AUTH_REQ)"
+        ),
+        (
+            "CONFWARN [rdkafka#producer-1] [thrd:app]: Configuration property fetch.wait.max.ms "
+            "is a consumer property and will be ignored by this producer instance"
+        ),
+    ],
+)
+def test_lines_that_need_a_human_stay_warnings(text: str) -> None:
+    assert not routine(text)
+    handler = _KafkaLog()
+    with capture_logs() as events:
+        handler.emit(logging.LogRecord("x", logging.WARNING, __file__, 0, text, None, None))
+    assert [e["log_level"] for e in events] == ["warning"]
+
+
+def test_the_cause_of_an_outage_is_librdkafkas_words_without_decoration() -> None:
+    assert cause(refused(0)) == (
+        "127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed: Connection refused"
+    )
+    assert (
+        cause(
+            'KafkaError{code=_TRANSPORT,val=-195,str="Failed to get metadata: Local: Broker '
+            'transport failure"}'
+        )
+        == "Failed to get metadata: Local: Broker transport failure"
+    )
 
 
 # -- security.protocol mismatches ------------------------------------------------------------
@@ -275,3 +345,71 @@ def test_lines_served_by_reachable_are_read_not_logged() -> None:
     assert [e["message"] for e in events if "127.0.0.1:1/" not in e["message"]] == [
         refused(0).replace("127.0.0.1:9", "127.0.0.1:29")
     ]
+
+
+# -- the outage report: after error_after, then once a minute --------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_outage_is_one_line_after_error_after_then_one_a_minute() -> None:
+    clock = _Clock()
+    sink = KafkaSink({"bootstrap.servers": "127.0.0.1:1"}, error_after=30, clock=clock)
+    sink._client_error(KafkaError(KafkaError._TRANSPORT, refused(0)))
+    sink._client_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    reported = []
+    with capture_logs() as events:
+        for _ in range(200):  # 200 s of unanswered requests, one a second
+            sink.note_unreachable("Failed to get metadata: Local: Broker transport failure")
+            clock.now += 1
+        reported = [e for e in events if e["event"] == "kafka_unreachable"]
+    assert [e["seconds"] for e in reported] == [30, 90, 150]
+    assert all(e["log_level"] == "error" for e in reported)
+    # librdkafka's own words, not the metadata request's, nor "brokers are down"
+    assert {e["last_error"] for e in reported} == {
+        "127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed: Connection refused"
+    }
+    assert "has not answered for 30 s" in reported[0]["detail"]
+    assert "kafka.bootstrap_servers" in reported[0]["detail"]
+    assert "still does not answer, for 90 s now" in reported[1]["detail"]
+    with capture_logs() as events:
+        sink.note_reachable()
+        sink.note_reachable()
+    assert [e["event"] for e in events if e["event"] != "kafka_client"] == ["kafka_reachable"]
+    assert all(e["log_level"] == "debug" for e in events if e["event"] == "kafka_client")
+    with capture_logs() as events:  # a new outage starts its own clock
+        sink.note_unreachable("x")
+        clock.now += 29
+        sink.note_unreachable("x")
+        clock.now += 1
+        sink.note_unreachable("x")
+    assert [(e["event"], e["seconds"]) for e in events if e["event"] != "kafka_client"] == [
+        ("kafka_unreachable", 30)
+    ]
+
+
+def test_a_stale_outage_with_nothing_waiting_is_not_reported() -> None:
+    """An error callback said the brokers were down, but nothing waits: the sink asks a
+    broker before it reports, and a broker that answers ends the outage quietly."""
+    clock = _Clock()
+    sink = KafkaSink({"bootstrap.servers": "127.0.0.1:1"}, error_after=30, clock=clock)
+    sink._client_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    answers = [True]
+    sink._answers = lambda: answers[0]  # type: ignore[method-assign]
+    with capture_logs() as events:
+        clock.now += 31
+        sink.service(0)
+    assert [e for e in events if e["event"] != "kafka_client"] == []
+    assert sink.outage_seconds == 0
+    answers[0] = False
+    sink._client_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    with capture_logs() as events:
+        clock.now += 31
+        sink.service(0)
+    assert [e["event"] for e in events if e["event"].startswith("kafka_")] == ["kafka_unreachable"]
