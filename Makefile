@@ -88,16 +88,24 @@ typecheck: $(INSTALLED)
 unit: $(INSTALLED)
 	$(PYTHON) -m pytest -m "not integration" -q
 
-# Every test on PostgreSQL 15 (Debian's), then the capture core on the other majors.
+# The system's PostgreSQL major (Debian 12: 15, Ubuntu 24.04: 16; the newest installed, as
+# scripts/local-services picks it): every test runs on it; the capture core then runs on
+# every other supported major (OTHER_PG_MAJORS), so each major runs once.
+SUPPORTED_PG_MAJORS := 13 14 15 16 17 18
+SYSTEM_PG_MAJOR = $(shell for d in /usr/lib/postgresql/*/bin/initdb; do [ -x "$$d" ] && echo "$$d"; done \
+	| sed -n 's#^/usr/lib/postgresql/\([0-9]*\)/bin/initdb$$#\1#p' | sort -n | tail -n 1)
+OTHER_PG_MAJORS = $(filter-out $(SYSTEM_PG_MAJOR),$(SUPPORTED_PG_MAJORS))
+
+# Every test on the system's PostgreSQL (Debian's 15), then the capture core on the others.
 test: test-prerequisites setup lint typecheck
 	eval "$$($(SERVICES) start all)" && $(PYTHON) -m pytest -q
-	$(MAKE) --no-print-directory test-versions PG_MAJORS="13 14 16 17 18"
+	$(MAKE) --no-print-directory test-versions PG_MAJORS="$(OTHER_PG_MAJORS)"
 
 # The capture core (tests marked `core`) once per PostgreSQL major, in one pytest session
 # (test ids [pg13] ...). 15 is Debian's; the others are fetched once from Maven Central and
 # started beside it by scripts/local-services (WALCAST_PG_VERSION). One major:
 # `make test-versions PG_MAJORS=13`.
-PG_MAJORS ?= 13 14 15 16 17 18
+PG_MAJORS ?= $(SUPPORTED_PG_MAJORS)
 test-versions: test-prerequisites setup
 	eval "$$($(SERVICES) start kafka)" && \
 	  WALCAST_TEST_PG_VERSIONS="$(PG_MAJORS)" $(PYTHON) -m pytest -q -m core

@@ -56,13 +56,13 @@ def producer_ceiling(bootstrap: str, count: int, value: bytes) -> float:
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
     from capture.daemon.config import DaemonConfig  # noqa: PLC0415
+    from capture.source import SourceConfig  # noqa: PLC0415
 
     topic = f"bench_ceiling_{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    config = DaemonConfig(
-        dsn="", slot="s", publications=["p"], bootstrap_servers=bootstrap, outputs=[]
-    )
+    source = SourceConfig(dsn="", slot="s", publications=["p"])
+    config = DaemonConfig(source=source, bootstrap_servers=bootstrap, outputs=[])
     producer = Producer(config.producer_settings())
     confirmed = 0
 

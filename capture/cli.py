@@ -270,7 +270,7 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run ``walcast run``."""
     from capture import dsn as dsn_util  # noqa: PLC0415
-    from capture.daemon import config as daemon_config  # noqa: PLC0415
+    from capture.daemon import loading  # noqa: PLC0415
     from capture.daemon.runner import Daemon  # noqa: PLC0415
     from capture.errors import InvalidSettingsError  # noqa: PLC0415
 
@@ -279,7 +279,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "password_in_command_line",
             detail=dsn_util.command_line_warning("source.password_env or source.password_file"),
         )
-    parsed = daemon_config.parse(args.config, _run_cli_values(args), dict(os.environ))
+    parsed = loading.parse(args.config, _run_cli_values(args), dict(os.environ))
     if args.print_config:
         from capture.daemon import render  # noqa: PLC0415
 

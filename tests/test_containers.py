@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from capture.cli import _run_cli_values, build_parser
-from capture.daemon import config as daemon_config
+from capture.daemon import loading as daemon_loading
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -65,25 +65,25 @@ def test_the_walcast_service_is_a_valid_run() -> None:
     env = {str(k): str(v) for k, v in walcast["environment"].items()}
     args = build_parser().parse_args(walcast["command"])
     assert args.command == "run"
-    config = daemon_config.load(None, _run_cli_values(args), env)
+    config = daemon_loading.load(None, _run_cli_values(args), env)
     assert (config.metrics_host, config.metrics_port) == ("0.0.0.0", 9187)
     assert f"127.0.0.1:{config.metrics_port}:{config.metrics_port}" in walcast["ports"]
-    assert "password" not in config.dsn  # the password reaches libpq as PGPASSWORD
-    assert config.create_slot
-    assert config.create_publication
+    assert "password" not in config.source.dsn  # the password reaches libpq as PGPASSWORD
+    assert config.source.create_slot
+    assert config.source.create_publication
     assert [o.format for o in config.outputs] == ["canal", "dts-avro"]
     dependencies = walcast["depends_on"]
     assert dependencies["postgres"]["condition"] == "service_healthy"
     assert dependencies["kafka"]["condition"] == "service_healthy"
     schema = compose()["configs"]["shop-schema"]["content"]
-    for table in config.publish_tables:
+    for table in config.source.publish_tables:
         assert f"CREATE TABLE {table} " in schema, table
 
 
 def test_the_spark_job_reads_the_topics_walcast_writes() -> None:
     services = compose()["services"]
     walcast, spark = services["walcast"], services["spark"]
-    config = daemon_config.load(
+    config = daemon_loading.load(
         None,
         _run_cli_values(build_parser().parse_args(walcast["command"])),
         {str(k): str(v) for k, v in walcast["environment"].items()},
@@ -94,7 +94,7 @@ def test_the_spark_job_reads_the_topics_walcast_writes() -> None:
     canal = next(o for o in config.outputs if o.format == "canal")
     written = {
         canal.topic.format(format="canal", schema=t.split(".")[0], table=t.split(".")[1])
-        for t in config.publish_tables
+        for t in config.source.publish_tables
     }
     assert set(args.topic) == written
     assert args.layout_topic == config.schema_topic

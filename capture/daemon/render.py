@@ -34,7 +34,8 @@ from capture.daemon.settings import (
 from capture.formats.settings import settings_text
 
 if TYPE_CHECKING:
-    from capture.daemon.config import DaemonConfig, Parsed
+    from capture.daemon.config import DaemonConfig
+    from capture.daemon.parsed import Parsed
 
 
 def _toml_value(value: Any) -> str:
@@ -176,7 +177,7 @@ def render_toml(config: DaemonConfig) -> str:
     except that a password in ``source.dsn`` (from ``--dsn`` or the environment) shows as
     ``********``, and such a file is refused: passwords never come from the file.
     """
-    values = {s.field: getattr(config, s.field) for s in SETTINGS}
+    values = {s.field: config.value(s.field) for s in SETTINGS}
     outputs = [{s.key: getattr(o, s.key) for s in OUTPUT_SETTINGS} for o in config.outputs]
     head = [
         "# Effective settings of `walcast run` (file, then environment, then flags); secrets",

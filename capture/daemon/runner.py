@@ -34,8 +34,9 @@ across reconnects, decides what the slot may confirm. This module adds:
   a promotion (a failover) is checked against the timelines (:mod:`capture.daemon.timelines`);
 * heartbeats: a non-transactional logical message every ``heartbeat_interval`` (the slot
   advances on a quiet database) and each format's own heartbeat record;
-* metrics and health (:mod:`capture.daemon.metrics`): ``/healthz`` says degraded once Kafka
-  confirmed nothing for ``unhealthy_after`` seconds while messages wait;
+* metrics and health (:mod:`capture.daemon.health`, served by :mod:`capture.daemon.metrics`):
+  ``/healthz`` says degraded once Kafka confirmed nothing for ``unhealthy_after`` seconds
+  while messages wait;
 * start-up checks: topic names of every published table, rendered and checked for
   collisions before anything is produced.
 
@@ -48,12 +49,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import structlog
 
 from capture.assembly import LoadPlan, OutputPlan, connect_source, replication_pipeline
 from capture.daemon.config import DaemonConfig
+from capture.daemon.health import Health, received_lsn
 from capture.daemon.metrics import Metrics, serve
 from capture.daemon.timelines import TimelineWatch
 from capture.daemon.walsenders import OwnWalsenders
@@ -64,7 +66,6 @@ from capture.errors import (
     SlotInUseError,
     WalcastError,
 )
-from capture.events import pg_ts_to_datetime
 from capture.identity import SourceIdentity
 from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.lsn import format_lsn
@@ -78,14 +79,13 @@ from capture.sinks.kafka_eos import TransactionalKafkaSink  # exactly-once
 from capture.skip_committed import SkipCommitted  # exactly-once
 from capture.snapshot import (
     KafkaProgress,
-    LoadingSource,
     LoadProgress,
     LoadSettings,
     record_initial_load,
     resolve_mode,
 )
 from capture.snapshot.progress import ProgressUnavailableError
-from capture.source import ReplicationSource, SourceConfig
+from capture.source import ReplicationSource
 
 log = structlog.get_logger("walcast.daemon")
 
@@ -116,13 +116,14 @@ class Daemon:
         self.config = config
         self.stop = stop
         self.metrics = Metrics()
-        self.metrics.probe = self._probe
         self.ledger = PositionLedger()
         self.side = SideConnection(config.full_dsn())
         self.sink: KafkaSink | None = None
+        self.health = Health(self, config, self.side)
+        self.metrics.probe = self.health.probe
         self._claimed: dict[str, tuple[str, str, str | None, str | None]] = {}
-        self._walsenders = OwnWalsenders(self.side, config.slot)
-        self._timelines = TimelineWatch(config.slot)
+        self._walsenders = OwnWalsenders(self.side, config.source.slot)
+        self._timelines = TimelineWatch(config.source.slot)
         self._warned_identity = False
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
@@ -158,7 +159,7 @@ class Daemon:
             self.sink = TransactionalKafkaSink.for_source(
                 settings,
                 dsn=config.full_dsn(),
-                slot=config.slot,
+                slot=config.source.slot,
                 offsets_topic=config.offsets_topic,
                 schema_topic=config.schema_topic,
                 error_after=error_after,
@@ -246,7 +247,7 @@ class Daemon:
             self.metrics.healthy = False
             self.metrics.state = {
                 "status": "degraded",
-                "slot": self.config.slot,
+                "slot": self.config.source.slot,
                 "detail": f"Kafka at {self.sink.brokers} has not answered for {round(down)} s",
             }
 
@@ -278,26 +279,6 @@ class Daemon:
         while time.monotonic() < deadline and not self.stop():
             self.sink.service(0.1)
 
-    def _source_config(self) -> SourceConfig:
-        config = self.config
-        return SourceConfig(
-            dsn=config.full_dsn(),
-            slot=config.slot,
-            publications=config.publications,
-            create_slot=config.create_slot,
-            create_publication=config.create_publication,
-            publish_tables=config.publish_tables,
-            proto_version=config.proto_version,
-            binary=config.binary,
-            streaming=config.streaming,
-            two_phase=config.two_phase,
-            status_interval=config.status_interval,
-            receive_timeout=config.receive_timeout,
-            failover_slot=config.failover_slot,
-            spill_dir=config.spill_dir,
-            hold_transactions=needs_transaction_sizes(o.format for o in config.outputs),
-        )
-
     def _session(self) -> None:
         """One replication session, until stopped or the connection is lost."""
         config = self.config
@@ -315,12 +296,17 @@ class Daemon:
             sink.generation = progress.generation
         formats = [o.format for o in config.outputs]
         try:
-            replication = connect_source(self._source_config(), formats, self.side, load=bool(load))
+            replication = connect_source(
+                config.source_config(hold_transactions=needs_transaction_sizes(formats)),
+                formats,
+                self.side,
+                load=bool(load),
+            )
         except SlotInUseError as exc:
             if not self._walsenders.end_if_ours(exc.pid, self._wait):
                 raise
             raise ConnectionLostError(
-                f"slot {config.slot!r} was still held by this walcast's previous connection "
+                f"slot {config.source.slot!r} was still held by this walcast's previous connection "
                 f"(walsender PID {exc.pid}, cut off from it); walcast ended it",
                 hint="walcast resumes from the slot's confirmed position",
             ) from None
@@ -352,9 +338,9 @@ class Daemon:
         try:
             self._check_tables(pipeline.outputs)
             self.metrics.healthy = True
-            self.metrics.state = {"status": "streaming", "slot": config.slot}
+            self.metrics.state = {"status": "streaming", "slot": config.source.slot}
             sink.note_reachable()
-            log.info("session_started", slot=config.slot, formats=formats)
+            log.info("session_started", slot=config.source.slot, formats=formats)
             pump.run(self.stop, after_batch=lambda: self._after_batch(pump))
         except ConnectionLostError as exc:
             self.ledger.abandon_open()
@@ -394,8 +380,8 @@ class Daemon:
         with connect(config.full_dsn()) as conn:
             self._reached_postgres = True
             version = conn.info.server_version
-            found = slots.find_slot(conn, config.slot) is not None
-        return slots.source_identity(config.full_dsn(), config.slot), found, version
+            found = slots.find_slot(conn, config.source.slot) is not None
+        return slots.source_identity(config.full_dsn(), config.source.slot), found, version
 
     def _load_plan(
         self, sink: KafkaSink, identity: SourceIdentity, *, slot_found: bool, version: int
@@ -422,7 +408,7 @@ class Daemon:
             publish_confirmed=sink.publish_confirmed,
             unreachable=sink.note_unreachable,
         )
-        creating = not slot_found and config.create_slot
+        creating = not slot_found and config.source.create_slot
         if creating:
             if not progress.start_generation(PROGRESS_RECORD_TIMEOUT):
                 raise ConnectionLostError(
@@ -437,7 +423,7 @@ class Daemon:
             if creating and config.snapshot is SnapshotMode.AUTO:
                 log.warning(
                     "initial_load_unavailable",
-                    slot=config.slot,
+                    slot=config.source.slot,
                     detail="loading existing rows needs PostgreSQL 14 or newer; walcast "
                     "streams the changes made from now on only",
                 )
@@ -477,11 +463,11 @@ class Daemon:
 
     def _shutdown(self, pump: Pump, source: Source) -> None:
         """Graceful stop: deliver everything, acknowledge it, disconnect."""
-        self.metrics.state = {"status": "stopping", "slot": self.config.slot}
+        self.metrics.state = {"status": "stopping", "slot": self.config.source.slot}
         assert self.sink is not None
         timeout = OUTAGE_SHUTDOWN_TIMEOUT if self.sink.outage_seconds else SHUTDOWN_FLUSH_TIMEOUT
         undelivered = pump.finish(timeout)
-        self._count(pump)
+        self.health.count(pump)
         source.close()
         log.info("stopped", acked_lsn=format_lsn(pump.acked_lsn), undelivered=undelivered)
         if undelivered:
@@ -500,7 +486,7 @@ class Daemon:
     def _check_tables(self, outputs: list[Output]) -> None:
         """Warn about tables without full before images; refuse colliding topic names."""
         tables = self.side.run(
-            lambda conn: catalog.publication_tables(conn, self.config.publications)
+            lambda conn: catalog.publication_tables(conn, self.config.source.publications)
         )
         if tables is None:
             return
@@ -510,7 +496,9 @@ class Daemon:
         if self._warned_identity:
             return
         self._warned_identity = True
-        refused = self.side.run(lambda conn: catalog.refused_writes(conn, self.config.publications))
+        refused = self.side.run(
+            lambda conn: catalog.refused_writes(conn, self.config.source.publications)
+        )
         if refused:
             log.warning(
                 "publication_refuses_writes",
@@ -536,7 +524,7 @@ class Daemon:
     # -- periodic work ----------------------------------------------------------------------
 
     def _after_batch(self, pump: Pump) -> None:
-        self._count(pump)
+        self.health.count(pump)
         now = time.monotonic()
         interval = self.config.heartbeat_interval
         if interval and now - self._last_heartbeat >= interval:
@@ -544,26 +532,7 @@ class Daemon:
             self._heartbeat(pump)
         if now - self._last_refresh >= METRICS_REFRESH:
             self._last_refresh = now
-            self._refresh_metrics(pump)
-
-    def _count(self, pump: Pump) -> None:
-        """Move the hot path's plain counters into the Prometheus metrics."""
-        metrics = self.metrics
-        if pump.changes:
-            metrics.changes.inc(pump.changes)
-            pump.changes = 0
-        if pump.transactions:
-            metrics.transactions.inc(pump.transactions)
-            pump.transactions = 0
-        for output in pump.outputs:
-            if output.messages:
-                metrics.messages.labels(output.format).inc(output.messages)
-                metrics.bytes.labels(output.format).inc(output.bytes)
-                output.messages = output.bytes = 0
-        for latency in self.ledger.latencies:
-            metrics.delivery_latency.observe(latency)
-        self.ledger.latencies.clear()
-        metrics.acked_lsn.set(pump.acked_lsn)
+            self.health.refresh(pump)
 
     def _heartbeat(self, pump: Pump) -> None:
         """A logical message (the slot advances on a quiet database) and format heartbeats."""
@@ -573,79 +542,6 @@ class Daemon:
             )
         )
         now_us = time.time_ns() // 1000
-        received = self._received_lsn(pump)
+        received = received_lsn(pump)
         for output in pump.outputs:
             pump.sink.send(output, output.encoder.heartbeat(received, now_us), None)
-
-    @staticmethod
-    def _received_lsn(pump: Pump) -> int:
-        source = pump.source
-        if isinstance(source, SkipCommitted):  # exactly-once
-            source = source.inner
-        if isinstance(source, LoadingSource):
-            source = source.inner
-        assert isinstance(source, ReplicationSource)
-        return source.received_lsn
-
-    def _refresh_metrics(self, pump: Pump) -> None:
-        metrics = self.metrics
-        sink = self.sink
-        assert sink is not None
-        received = self._received_lsn(pump)
-        metrics.lag_bytes.set(max(received - pump.acked_lsn, 0))
-        metrics.in_flight.set(sink.in_flight)
-        metrics.paused.inc(sink.pauses - metrics.paused_seen)
-        metrics.paused_seen = sink.pauses
-        oldest = self.ledger.oldest_pending()
-        metrics.lag_seconds.set(
-            commit_lag_seconds(oldest.commit_ts) if oldest is not None and oldest.commit_ts else 0
-        )
-        retained = self.side.run(lambda conn: slots.wal_retained(conn, self.config.slot))
-        if retained is not None:
-            metrics.retained_wal.set(retained)
-        unhealthy_after = self.config.unhealthy_after
-        outage = sink.outage_seconds
-        metrics.healthy = not (sink.in_flight and outage >= unhealthy_after)
-        metrics.state = {
-            "status": "streaming" if metrics.healthy else "degraded",
-            "slot": self.config.slot,
-            "acked_lsn": format_lsn(pump.acked_lsn),
-            "received_lsn": format_lsn(received),
-            "pending_transactions": self.ledger.pending,
-            "in_flight": sink.in_flight,
-            "seconds_without_delivery": round(outage, 1),
-        }
-        if not metrics.healthy:
-            metrics.state["detail"] = (
-                f"Kafka at {sink.brokers} confirmed nothing for {outage:.0f} s "
-                f"(daemon.unhealthy_after={unhealthy_after:g})"
-            )
-
-    def _probe(self) -> tuple[bool, dict[str, Any]]:
-        """``/healthz`` at request time (the metrics thread): is the daemon stuck.
-
-        Unhealthy when something was produced and not yet confirmed (at-least-once) or
-        committed (exactly-once) and Kafka has confirmed nothing for ``unhealthy_after``
-        seconds: the pump may be blocked inside a wait that refreshes nothing else, so this
-        is judged here, live, in every mode. Reads only.
-        """
-        sink = self.sink
-        if sink is None:
-            return True, {}
-        waiting = sink.in_flight > 0 or self.ledger.waiting
-        quiet = max(sink.clock() - sink.last_delivery, 0.0) if waiting else 0.0
-        limit = self.config.unhealthy_after
-        live: dict[str, Any] = {"seconds_without_delivery": round(quiet, 1)}
-        if waiting and quiet >= limit:
-            live["status"] = "degraded"
-            live["detail"] = (
-                f"Kafka at {sink.brokers} has confirmed nothing for {quiet:.0f} s while "
-                f"changes wait (daemon.unhealthy_after={limit:g})"
-            )
-            return False, live
-        return True, live
-
-
-def commit_lag_seconds(commit_ts: int) -> float:
-    """Seconds from a commit (µs since 2000-01-01) to now."""
-    return max(time.time() - pg_ts_to_datetime(commit_ts).timestamp(), 0.0)

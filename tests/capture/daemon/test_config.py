@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from capture.daemon.config import Secret, load
+from capture.daemon.config import Secret
+from capture.daemon.loading import load
 from capture.errors import ConfigError, InvalidSettingsError
 from capture.formats import parse_settings
 
@@ -46,7 +47,7 @@ def write(tmp_path: Path, text: str) -> str:
 
 def test_file_is_loaded(tmp_path: Path) -> None:
     config = load(write(tmp_path, GOOD), NO_CLI, {})
-    assert config.publications == ["pub_a", "pub_b"]
+    assert config.source.publications == ["pub_a", "pub_b"]
     assert [o.format for o in config.outputs] == ["canal", "ibm"]
     assert config.outputs[0].settings == parse_settings("canal", {"canal.database_name": "schema"})
     assert config.outputs[1].transaction_topic == "cdc.ibm"
@@ -61,7 +62,7 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
     env = {"WALCAST__KAFKA__BOOTSTRAP_SERVERS": "env:9092", "WALCAST__SOURCE__SLOT": "from_env"}
     config = load(write(tmp_path, GOOD), {"source": {"slot": "from_cli"}}, env)
     assert config.bootstrap_servers == "env:9092"
-    assert config.slot == "from_cli"
+    assert config.source.slot == "from_cli"
     config = load(write(tmp_path, GOOD), {"outputs": {"formats": ["dts-avro"]}}, {})
     assert [o.format for o in config.outputs] == ["dts-avro"]
 
@@ -186,12 +187,17 @@ def test_example_file_is_generated_from_the_settings_table() -> None:
 def test_every_setting_is_in_the_example_and_loads_with_its_default() -> None:
     import dataclasses  # noqa: PLC0415
 
-    from capture.daemon.config import DaemonConfig, OutputConfig  # noqa: PLC0415
+    from capture.daemon.config import SOURCE_FIELDS, DaemonConfig, OutputConfig  # noqa: PLC0415
     from capture.daemon.settings import OUTPUT_SETTINGS, SETTINGS  # noqa: PLC0415
+    from capture.source import SourceConfig  # noqa: PLC0415
 
     text = (REPO / "walcast.example.toml").read_text()
     config = load(str(REPO / "walcast.example.toml"), NO_CLI, {})
     fields = {f.name: f for f in dataclasses.fields(DaemonConfig)}
+    fields |= {f.name: f for f in dataclasses.fields(SourceConfig) if f.name in SOURCE_FIELDS}
+    assert not SOURCE_FIELDS & {f.name for f in dataclasses.fields(DaemonConfig)}, (
+        "a setting is declared twice: in SourceConfig and in DaemonConfig"
+    )
     for setting in SETTINGS:
         assert (
             f"\n{setting.key} = " in text
@@ -211,7 +217,7 @@ def test_every_setting_is_in_the_example_and_loads_with_its_default() -> None:
             else field.default
         )
         assert default == setting.default, setting.name
-        assert getattr(config, setting.field) == setting.default, setting.name
+        assert config.value(setting.field) == setting.default, setting.name
     output_fields = {f.name for f in dataclasses.fields(OutputConfig)}
     assert {s.key for s in OUTPUT_SETTINGS} == output_fields
 
@@ -223,7 +229,7 @@ def test_new_settings_have_the_contract_defaults(tmp_path: Path) -> None:
     assert config.snapshot_topic == "walcast.snapshots"
     assert (config.exactly_once, config.offsets_topic) == (False, "walcast.offsets")
     assert (config.unhealthy_after, config.kafka_connect_timeout) == (60.0, 30.0)
-    assert (config.receive_timeout, config.failover_slot) == (None, None)
+    assert (config.source.receive_timeout, config.source.failover_slot) == (None, None)
     assert config.connect_timeout == 30.0
 
 
@@ -247,13 +253,13 @@ def test_every_scalar_setting_comes_from_the_environment(tmp_path: Path) -> None
     config = load(write(tmp_path, GOOD), NO_CLI, env)
     assert config.snapshot == "initial-only"
     assert (config.snapshot_workers, config.snapshot_chunk_rows) == (4, 1000)
-    assert config.publish_tables == ["a.b", "c.d"]
-    assert config.spill_dir == "/tmp/spill"
+    assert config.source.publish_tables == ["a.b", "c.d"]
+    assert config.source.spill_dir == "/tmp/spill"
     assert (config.exactly_once, config.offsets_topic) == (True, "my.offsets")
     assert config.snapshot_topic == "my.snapshots"
     assert (config.unhealthy_after, config.kafka_connect_timeout) == (3.0, 2.5)
     assert config.connect_timeout == 0.0
-    assert (config.receive_timeout, config.failover_slot) == (45.0, False)
+    assert (config.source.receive_timeout, config.source.failover_slot) == (45.0, False)
     assert config.metrics_host == "0.0.0.0"
     flags = {"source": {"snapshot": "never"}, "kafka": {"exactly_once": False}}
     config = load(write(tmp_path, GOOD), flags, env)
@@ -404,11 +410,11 @@ def test_a_password_in_the_files_dsn_is_refused(tmp_path: Path, dsn: str) -> Non
 def test_a_password_in_the_dsn_from_the_environment_or_a_flag_is_accepted(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD)
     dsn = "host=db dbname=app user=cdc password=Env-S3cret"
-    assert "password=Env-S3cret" in load(path, NO_CLI, {"WALCAST__SOURCE__DSN": dsn}).dsn
-    assert "password=Env-S3cret" in load(path, {"source": {"dsn": dsn}}, {}).dsn
+    assert "password=Env-S3cret" in load(path, NO_CLI, {"WALCAST__SOURCE__DSN": dsn}).source.dsn
+    assert "password=Env-S3cret" in load(path, {"source": {"dsn": dsn}}, {}).source.dsn
     # A file without a password in source.dsn (sslpassword is a key's passphrase) loads.
     ssl = GOOD.replace('user=cdc"', 'user=cdc sslpassword=k3y"')
-    assert "sslpassword" in load(write(tmp_path, ssl), NO_CLI, {}).dsn
+    assert "sslpassword" in load(write(tmp_path, ssl), NO_CLI, {}).source.dsn
 
 
 # -- the new settings: receive_timeout, failover_slot, unhealthy_after ------------------------
@@ -420,10 +426,10 @@ def _with(section: str, line: str) -> str:
 
 def test_receive_timeout_from_file_environment_and_flags(tmp_path: Path) -> None:
     path = write(tmp_path, _with("source", "receive_timeout = 30"))
-    assert load(path, NO_CLI, {}).receive_timeout == 30.0
+    assert load(path, NO_CLI, {}).source.receive_timeout == 30.0
     env = {"WALCAST__SOURCE__RECEIVE_TIMEOUT": "40.5"}
-    assert load(path, NO_CLI, env).receive_timeout == 40.5
-    assert load(path, {"source": {"receive_timeout": 50.0}}, env).receive_timeout == 50.0
+    assert load(path, NO_CLI, env).source.receive_timeout == 40.5
+    assert load(path, {"source": {"receive_timeout": 50.0}}, env).source.receive_timeout == 50.0
     with pytest.raises(ConfigError, match=r"^--receive-timeout: 0\.2 must be at least 1$"):
         load(path, {"source": {"receive_timeout": 0.2}}, {})
 
@@ -448,7 +454,7 @@ def test_failover_slot_is_true_false_or_auto(
     path = write(tmp_path, _with("source", file_line) if file_line else GOOD)
     environ = {"WALCAST__SOURCE__FAILOVER_SLOT": env} if env is not None else {}
     config = load(path, {"source": {"failover_slot": flag}}, environ)
-    assert config.failover_slot is expected
+    assert config.source.failover_slot is expected
 
 
 def test_failover_slot_auto_is_not_set_in_print_config(tmp_path: Path) -> None:
@@ -461,7 +467,7 @@ def test_failover_slot_auto_is_not_set_in_print_config(tmp_path: Path) -> None:
     again.write_text(render_toml(load(write(tmp_path, _with("source", "failover_slot = false")),
                                       NO_CLI, {})))  # fmt: skip
     assert "\nfailover_slot = false\n" in again.read_text()
-    assert load(str(again), NO_CLI, {}).failover_slot is False
+    assert load(str(again), NO_CLI, {}).source.failover_slot is False
     with pytest.raises(
         ConfigError, match=r"^WALCAST__SOURCE__FAILOVER_SLOT|^source\.failover_slot"
     ):
@@ -677,8 +683,8 @@ def test_every_flag_wins_over_the_file(tmp_path: Path) -> None:
     from_flags = load(path, flags, {})
     for setting in FLAGGED:
         file_value, flag_value = given[setting.key]
-        got_file = getattr(from_file, setting.field)
-        got_flag = getattr(from_flags, setting.field)
+        got_file = from_file.value(setting.field)
+        got_flag = from_flags.value(setting.field)
         assert got_file != got_flag, setting.name
         if setting.key in ("publications", "publish_tables"):
             assert got_flag == flag_value.split(","), setting.name
