@@ -16,7 +16,13 @@ Measures, in one run, over the same rows:
 
 Usage: eval "$(scripts/local-services start all)"
        flock /tmp/walcast-heavy.lock python bench/run_e2e.py
-       [--rows 1000000] [--rows-per-txn 1000] [--format json] [--rate 2000] [--seconds 15]
+       [--rows 1000000] [--rows-per-txn 1000] [--format json[,canal,...]] [--rate 2000]
+       [--seconds 15] [--profile DIR]
+
+``--format a,b`` runs one daemon writing every format listed (``--format a --format b``).
+``--profile DIR`` runs the at-least-once daemon of step 1 under py-spy (``pip install
+py-spy``; samples of the thread holding the GIL) into ``DIR/stream.txt`` (collapsed stacks,
+one per thread); a profiled run is slower than an unprofiled one.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -66,14 +73,22 @@ class Run:
     latencies: tuple[float, float, int, int, float] | None = None
     """p50 ms, p99 ms, received, sent, offered rows/s."""
 
-    def start(self, dsn: str, pub: str, bootstrap: str, fmt: str) -> None:
+    def start(
+        self, dsn: str, pub: str, bootstrap: str, fmt: str, profile: Path | None = None
+    ) -> None:
+        formats = [arg for name in fmt.split(",") for arg in ("--format", name)]
+        topic = self.prefix + (".{format}.{table}" if "," in fmt else ".{table}")
         command = [
             sys.executable, "-m", "capture", "run", "--dsn", dsn, "--slot", self.slot,
-            "--publication", pub, "--bootstrap-servers", bootstrap, "--format", fmt,
-            "--topic", self.prefix + ".{table}", "--metrics-port", "0",
+            "--publication", pub, "--bootstrap-servers", bootstrap, *formats,
+            "--topic", topic, "--metrics-port", "0",
             "--heartbeat-interval", "1", "--schema-topic", self.prefix + ".schemas",
             *MODES[self.mode],
         ]  # fmt: skip
+        if profile is not None:
+            profile.mkdir(parents=True, exist_ok=True)
+            command = ["py-spy", "record", "--format", "raw", "--threads", "--gil", "-r", "250",
+                       "-o", str(profile / "stream.txt"), "--", *command]  # fmt: skip
         handle = self.log.open("ab")
         self.process = subprocess.Popen(command, stdout=handle, stderr=handle, cwd=REPO)
 
@@ -86,7 +101,13 @@ class Run:
 
     def stop(self) -> None:
         assert self.process is not None
-        self.process.terminate()
+        pid = self.process.pid
+        # Under py-spy the daemon is py-spy's child: stop the daemon, py-spy then writes its
+        # profile and exits with the daemon's status.
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        targets = [int(c) for c in children.read_text().split()] if children.exists() else []
+        for target in targets or [pid]:
+            os.kill(target, signal.SIGTERM)
         if self.process.wait(timeout=120) != 0:
             sys.exit(f"walcast run ({self.mode}) did not stop cleanly; see {self.log}")
 
@@ -107,7 +128,8 @@ def measure_latency(
             "isolation.level": "read_committed",
         }
     )
-    consumer.subscribe([f"{run.prefix}.{table}"])
+    single = "," not in args.format
+    consumer.subscribe([f"{run.prefix}.{table}" if single else f"{run.prefix}.json.{table}"])
     while not consumer.assignment():
         consumer.poll(0.2)
 
@@ -154,6 +176,7 @@ def main() -> int:
     parser.add_argument("--format", default="json")
     parser.add_argument("--rate", type=int, default=2000, help="offered rows/s for latency")
     parser.add_argument("--seconds", type=float, default=15)
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the stream run")
     args = parser.parse_args()
     dsn = os.environ["WALCAST_TEST_DSN"]
     bootstrap = os.environ["WALCAST_TEST_KAFKA"]
@@ -190,7 +213,8 @@ def main() -> int:
         # 1, 2. Each mode from its own slot, one after the other: slot → Kafka, confirmed.
         for run in runs:
             t0 = time.monotonic()
-            run.start(dsn, pub, bootstrap, args.format)
+            profile = args.profile if run.mode == "at-least-once" else None
+            run.start(dsn, pub, bootstrap, args.format, profile)
             run.wait_until(conn, end)
             run.seconds = time.monotonic() - t0
             run.stop()
@@ -209,8 +233,9 @@ def main() -> int:
         recv = time.monotonic() - t0
         conn.execute("SELECT pg_drop_replication_slot(%s)", (slot_r,))
 
-        # 4. Latency at a fixed offered rate, each daemon in turn, once it caught up.
-        for run in runs:
+        # 4. Latency at a fixed offered rate, each daemon in turn, once it caught up (read
+        # from the json output: its commit_time).
+        for run in runs if "json" in args.format.split(",") else []:
             run.start(dsn, pub, bootstrap, args.format)
             run.wait_until(conn, wal_lsn(conn))
             measure_latency(conn, run, table, bootstrap, args)

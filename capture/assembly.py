@@ -26,14 +26,14 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from capture.formats import format_class
+from capture.formats import Encoder, format_class
 from capture.formats.settings import FormatSettings
 from capture.interfaces import Output, Sink, Source
 from capture.position import PositionLedger
 from capture.pump import Pump, needs_transaction_sizes
 from capture.replication import catalog
 from capture.replication.side import SideConnection
-from capture.sinks.topics import TopicNamer
+from capture.sinks.topics import TopicNamer, format_templates
 from capture.snapshot import LoadingSource, LoadProgress, LoadSettings, ProgressStore
 from capture.snapshot.progress import TableProgress
 from capture.source import ReplicationSource, SourceConfig
@@ -147,8 +147,9 @@ def replication_pipeline(
         encoders = []
         for plan in outputs:
             options = replication.format_options(plan.settings, max_message_bytes=max_message_bytes)
-            namer = _namer(plan, replication.server.database, shared)
-            encoders.append(Output(plan.format, format_class(plan.format)(options), namer))
+            encoder = format_class(plan.format)(options)
+            namer = _namer(plan, encoder, replication.server.database, shared)
+            encoders.append(Output(plan.format, encoder, namer))
         if feed is not None:
             source = feed(source)
         pump = Pump(source, sink, encoders, ledger, split_key_updates=split_key_updates)
@@ -168,15 +169,32 @@ def synthetic_pipeline(
 ) -> Pipeline:
     """A pump from the synthetic shop through one output to ``sink`` (no server)."""
     options = source.options(output.settings, max_message_bytes=max_message_bytes)
-    namer = _namer(output, database, {})
-    encoder = Output(output.format, format_class(output.format)(options), namer)
-    return Pipeline(Pump(source, sink, [encoder], PositionLedger()))
+    encoder = format_class(output.format)(options)
+    namer = _namer(output, encoder, database, {})
+    return Pipeline(Pump(source, sink, [Output(output.format, encoder, namer)], PositionLedger()))
 
 
 def _namer(
-    plan: OutputPlan, database: str, claimed: dict[str, tuple[str, str, str | None, str | None]]
+    plan: OutputPlan,
+    encoder: Encoder,
+    database: str,
+    claimed: dict[str, tuple[str, str, str | None, str | None]],
 ) -> TopicNamer | None:
+    """The output's topics: the plan's templates, or the format's own naming.
+
+    The format's naming replaces walcast's defaults only
+    (:func:`capture.sinks.topics.format_templates`).
+    """
     if plan.topic is None:
         return None
     assert plan.transaction_topic is not None, "a Kafka output names its transaction topic"
-    return TopicNamer(plan.format, database, plan.topic, plan.transaction_topic, claimed=claimed)
+    topic, transaction, heartbeat = format_templates(
+        plan.topic,
+        plan.transaction_topic,
+        default_topic=encoder.default_topic,
+        default_transaction_topic=encoder.default_transaction_topic,
+        heartbeat_topic=encoder.heartbeat_topic,
+    )
+    return TopicNamer(
+        plan.format, database, topic, transaction, claimed=claimed, heartbeat_topic=heartbeat
+    )

@@ -56,10 +56,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from capture.daemon.settings import BY_NAME, DEFAULT_TOPIC, DEFAULT_TRANSACTION_TOPIC
+from capture.daemon.settings import BY_NAME
 from capture.errors import ConfigError
 from capture.formats import FormatSettings
 from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, SnapshotMode
+from capture.sinks.topics import DEFAULT_TOPIC, DEFAULT_TRANSACTION_TOPIC
 from capture.source import SourceConfig
 
 SOURCE_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(SourceConfig))

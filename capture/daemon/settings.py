@@ -18,10 +18,9 @@ from typing import Any, Final
 
 from capture.formats import FORMAT_NAMES
 from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, MODES, SnapshotMode
+from capture.sinks.topics import DEFAULT_TOPIC, DEFAULT_TRANSACTION_TOPIC
 
 ENV_PREFIX: Final = "WALCAST__"
-DEFAULT_TOPIC: Final = "walcast.{format}.{schema}.{table}"
-DEFAULT_TRANSACTION_TOPIC: Final = "walcast.{format}"
 REDACTED: Final = "********"
 SECRET_PRODUCER_KEY: Final = re.compile(
     r"password|secret|token|ssl\.key\.pem|keystore", re.IGNORECASE

@@ -24,6 +24,7 @@ _MODULES: dict[str, tuple[str, str]] = {
     "qlik": ("capture.formats.qlik", "QlikEncoder"),
     "ibm": ("capture.formats.ibm", "IbmDelimitedEncoder"),
     "dts-avro": ("capture.formats.dts_avro", "DtsAvroEncoder"),
+    "debezium": ("capture.formats.debezium", "DebeziumEncoder"),
 }
 FORMAT_NAMES: tuple[str, ...] = tuple(_MODULES)
 """Every ``--format`` value, in the order the docs list them."""

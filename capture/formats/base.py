@@ -43,7 +43,8 @@ from capture.lsn import format_lsn
 class EncodedMessage:
     """One output message."""
 
-    value: bytes
+    value: bytes | None
+    """The message value; None is a Kafka tombstone (a null value, ``debezium`` deletes)."""
     key: bytes | None
     kind: str
     """"change", "begin", "commit", "heartbeat", "metadata" or "transaction"."""
@@ -56,7 +57,9 @@ class EncodedMessage:
     """Ordinal of the (first) change the message carries."""
 
     @classmethod
-    def for_change(cls, event: ChangeEvent, value: bytes, key: bytes | None) -> EncodedMessage:
+    def for_change(
+        cls, event: ChangeEvent, value: bytes | None, key: bytes | None
+    ) -> EncodedMessage:
         """The message carrying ``event`` (kind "change", its table, position and ordinal)."""
         table = event.table
         return cls(
@@ -127,6 +130,14 @@ class Encoder(ABC):
     """The format's ``Settings`` dataclass (see :mod:`capture.formats.settings`)."""
     settings: FormatSettings
     """The parsed settings (subclasses narrow the type to their ``Settings``)."""
+    default_topic: str | None = None
+    """The topic template of row changes when the user sets none (the format's own naming,
+    e.g. Debezium's ``<prefix>.{schema}.{table}``); None: walcast's default."""
+    default_transaction_topic: str | None = None
+    """Likewise for messages of no table (transaction records); None: walcast's default."""
+    heartbeat_topic: str | None = None
+    """The topic of heartbeat messages when the user sets no transaction topic template;
+    None: the transaction topic."""
 
     def __init_subclass__(
         cls,
@@ -202,6 +213,8 @@ class Encoder(ABC):
 
     def frame_for_tail(self, message: EncodedMessage) -> bytes:
         """How ``walcast tail`` prints one message: a line, base64 for binary formats."""
+        value = message.value
+        assert value is not None, "a format that writes tombstones frames them itself"
         if self.binary_output:
-            return base64.b64encode(message.value) + b"\n"
-        return message.value + b"\n"
+            return base64.b64encode(value) + b"\n"
+        return value + b"\n"

@@ -341,7 +341,7 @@ class KafkaSink:
         produce = self.producer.produce
         source = self._source_header
         for message in messages:
-            topic = namer.topic(message.schema, message.table)
+            topic = namer.message_topic(message.kind, message.schema, message.table)
             headers = message.kafka_headers()
             if source is not None:
                 headers.append(source)
@@ -371,7 +371,7 @@ class KafkaSink:
             if unit is not None:
                 unit.outstanding += 1
             output.messages += 1
-            output.bytes += len(message.value)
+            output.bytes += len(message.value or b"")
         if self._paused:
             self._paused = False
             log.info("backpressure_resumed", in_flight=len(self.producer))
@@ -518,8 +518,9 @@ class KafkaSink:
                 "raise the topic's max.message.bytes and kafka.producer message.max.bytes, or "
                 "make messages smaller (e.g. ibm.max_message_size); restart to resend"
             )
+        size = len(message.value or b"")
         return KafkaSinkError(
-            f"Kafka rejected a {len(message.value)}-byte message for {where} (xid {message.xid}, "
+            f"Kafka rejected a {size}-byte message for {where} (xid {message.xid}, "
             f"commit LSN {lsn}) on topic {topic!r}: {error.str()}",
             hint=hint,
         )

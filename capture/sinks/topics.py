@@ -34,6 +34,10 @@ from typing import Final
 from capture.errors import ConfigError
 
 MAX_TOPIC_LENGTH: Final = 249
+DEFAULT_TOPIC: Final = "walcast.{format}.{schema}.{table}"
+"""walcast's topic template when the user sets none (``outputs.topic``)."""
+DEFAULT_TRANSACTION_TOPIC: Final = "walcast.{format}"
+"""walcast's template of messages of no table when the user sets none."""
 TOPIC_FIELDS: Final = frozenset({"format", "database", "schema", "table"})
 LEGAL_TOPIC: Final = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _SAFE_PART: Final = re.compile(r"^[A-Za-z0-9_]*$")
@@ -108,7 +112,21 @@ class TopicNamer:
     claimed: dict[str, tuple[str, str, str | None, str | None]] = field(default_factory=dict)
     """Kafka collision key → (topic, format, schema, table) of its first user, shared by
     the namers of every output so that collisions between formats are caught too."""
+    heartbeat_topic: str | None = None
+    """The topic of heartbeat messages (a name, not a template); None: the transaction
+    topic (see :func:`format_templates`)."""
     _cache: dict[tuple[str | None, str | None], str] = field(default_factory=dict)
+
+    def message_topic(self, kind: str, schema: str | None, table: str | None) -> str:
+        """The topic of one message: heartbeats to :attr:`heartbeat_topic` when set."""
+        if kind == "heartbeat" and self.heartbeat_topic is not None:
+            topic = self._cache.get(("", None))
+            if topic is None:
+                topic = self.heartbeat_topic
+                self._claim(topic, topic, None, None)
+                self._cache[("", None)] = topic
+            return topic
+        return self.topic(schema, table)
 
     def topic(self, schema: str | None, table: str | None) -> str:
         """The topic of a table's messages, or of messages of no table (both None)."""
@@ -160,6 +178,32 @@ class TopicNamer:
         """Render every table's topic now, so a collision stops the start, not the stream."""
         for schema, table in tables:
             self.topic(schema, table)
+
+
+def format_templates(
+    template: str,
+    transaction_template: str,
+    *,
+    default_topic: str | None,
+    default_transaction_topic: str | None,
+    heartbeat_topic: str | None,
+) -> tuple[str, str, str | None]:
+    """(topic template, transaction template, heartbeat topic) of one output.
+
+    A format with its own naming (``debezium``: ``<prefix>.{schema}.{table}``,
+    ``<prefix>.transaction``, ``__debezium-heartbeat.<prefix>``) replaces walcast's
+    defaults, and only those: a template the user set (any other text) is kept, and then
+    heartbeats go to the transaction topic as for every format. The user cannot tell the
+    defaults from a template set to the same text; writing walcast's default explicitly
+    therefore gives the format's naming too.
+    """
+    topic, transaction, heartbeat = template, transaction_template, None
+    if default_topic is not None and template == DEFAULT_TOPIC:
+        topic = validate_template(default_topic, "the format's topic")
+    if default_transaction_topic is not None and transaction_template == DEFAULT_TRANSACTION_TOPIC:
+        transaction = validate_template(default_transaction_topic, "the format's topic")
+        heartbeat = heartbeat_topic
+    return topic, transaction, heartbeat
 
 
 def _owner(fmt: str, schema: str | None, table: str | None) -> str:

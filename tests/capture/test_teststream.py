@@ -275,6 +275,9 @@ def test_json_formats_produce_valid_documents(fmt: str) -> None:
         schema = json.loads(schema_path.read_text())
         validator = jsonschema.validators.validator_for(schema)(schema)
         for document in documents:
+            if document is None:
+                assert fmt == "debezium", "only debezium writes tombstones (printed as null)"
+                continue
             validator.validate(document)
 
 

@@ -5,6 +5,9 @@
   ``scenario_changes.sql``, every type walcast supports) run on the real server in a schema of
   its own, PostgreSQL's view of it from ``test_decoding`` and the catalog, and the messages
   ``walcast tail`` prints for it in each format variant the readers need.
+* ``debezium_outputs``: the capture scenario read by the real Debezium connector and by
+  walcast's ``debezium`` format (:mod:`tests.readers.debezium_outputs`), in a database of
+  its own (dropped afterwards with its slots).
 * ``stream_run``: a 2,000-change ``walcast produce-test-stream`` over all eight synthetic
   tables in the same variants, and the changes it is made of.
 """
@@ -21,8 +24,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from tests.readers import reference
+from tests.readers.debezium_outputs import Outputs, run_both
 from tests.readers.expect import CANAL_ADAPTER_SETTINGS
 from tests.readers.harness import READERS, ReaderHarness, build
 from tests.support import scenario as sc
@@ -171,3 +177,19 @@ def stream_run() -> Run:
         assert done.returncode == 0, done.stderr
         messages[variant] = _lines(done.stdout)
     return Run(f"produce-test-stream --count {STREAM_COUNT}", "shop", changes, messages)
+
+
+@pytest.fixture(scope="session")
+def debezium_outputs(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outputs]:
+    name = f"walcast_dbzc_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield run_both(make_conninfo(pg_dsn, dbname=name), tmp_path_factory.mktemp("debezium"))
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            for (slot,) in conn.execute(
+                "SELECT slot_name FROM pg_replication_slots WHERE database = %s", (name,)
+            ).fetchall():
+                sc.drop_slot(conn, slot)
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))

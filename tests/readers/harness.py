@@ -27,6 +27,7 @@ JVM_FLAGS = ["--add-exports", "java.base/sun.util.calendar=ALL-UNNAMED", "-Xss4m
 # What each reader is, for reports and the README.
 READERS = {
     "flink-canal": "Apache Flink flink-json 1.20.3 CanalJsonDecodingFormat (canal-json)",
+    "flink-debezium": "Apache Flink flink-json 1.20.3 DebeziumJsonDecodingFormat (debezium-json)",
     "canal-flatmessage": "canal 1.1.8 FlatMessage via fastjson2 2.0.31 JSON.parseObject",
     "dts-sdk": "Alibaba DTS dts-new-subscribe-sdk 2.0.0 AvroDeserializer + DefaultUserRecord",
     "avro-generic": "Apache Avro 1.12.2 GenericDatumReader with schemas/dts-avro-Record.avsc",

@@ -542,7 +542,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
         f"{path}: daemon.metrics_port: -1 must be at least 0",
         (
             f"{path}: outputs[0].format: unknown format 'canel'; valid formats: json, canal, "
-            "shareplex, dataworks, qlik, ibm, dts-avro; did you mean canal?"
+            "shareplex, dataworks, qlik, ibm, dts-avro, debezium; did you mean canal?"
         ),
     ]
     assert lines == expected

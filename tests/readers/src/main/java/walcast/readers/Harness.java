@@ -45,10 +45,13 @@ import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.formats.common.TimestampFormat;
 import org.apache.flink.formats.json.canal.CanalJsonDecodingFormat;
+import org.apache.flink.formats.json.debezium.DebeziumJsonDecodingFormat;
 import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.table.connector.format.ProjectableDecodingFormat;
 import org.apache.flink.table.connector.source.DynamicTableSource;
 import org.apache.flink.table.data.ArrayData;
 import org.apache.flink.table.data.DecimalData;
+import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.TimestampData;
 import org.apache.flink.table.types.DataType;
@@ -82,6 +85,11 @@ import org.apache.kafka.common.TopicPartition;
  *       {@code event-timestamp}, {@code ingestion-timestamp}, {@code pk-names}. Output:
  *       {@code {"rows": [{"kind": "+I", "fields": [...], "meta": {...}}]}} with every field
  *       rendered by its Flink type (see {@link #flinkValue}).
+ *   <li>{@code flink-debezium}: Flink's {@link DebeziumJsonDecodingFormat} (the {@code
+ *       debezium-json} format of Flink SQL, {@code DebeziumJsonDeserializationSchema}, schema
+ *       include off) likewise, with the metadata {@code source.database}, {@code
+ *       source.schema}, {@code source.table}, {@code source.timestamp}. An empty line is a
+ *       Kafka tombstone (a null value), which the format skips.
  *   <li>{@code canal-flatmessage}: {@code JSON.parseObject(message, FlatMessage.class)} with
  *       fastjson2, as canal 1.1.8's Kafka client reads its topics. Values stay canal's
  *       strings, except binary columns (sqlType BLOB, BINARY, VARBINARY, LONGVARBINARY), which
@@ -135,7 +143,11 @@ public final class Harness {
         }
         switch (reader) {
             case "flink-canal":
-                return lines(input, output, new FlinkCanal(options.getString("rowType")));
+                return lines(input, output, new FlinkReader(options.getString("rowType"),
+                        new CanalJsonDecodingFormat(null, null, false, TimestampFormat.SQL), FlinkReader.CANAL));
+            case "flink-debezium":
+                return lines(input, output, new FlinkReader(options.getString("rowType"),
+                        new DebeziumJsonDecodingFormat(false, false, TimestampFormat.SQL), FlinkReader.DEBEZIUM));
             case "canal-flatmessage":
                 return lines(input, output, Harness::flatMessage);
             case "dts-sdk":
@@ -195,19 +207,24 @@ public final class Harness {
 
     // ---------------------------------------------------------------- Flink canal-json
 
-    static final class FlinkCanal implements MessageReader {
-        static final List<String> METADATA =
+    /** A Flink JSON changelog format (canal-json, debezium-json) with its metadata. */
+    static final class FlinkReader implements MessageReader {
+        static final List<String> CANAL =
                 List.of("database", "table", "event-timestamp", "ingestion-timestamp", "pk-names");
+        static final List<String> DEBEZIUM =
+                List.of("source.database", "source.schema", "source.table", "source.timestamp");
+        final List<String> metadata;
         final DeserializationSchema<RowData> schema;
         final List<LogicalType> types = new ArrayList<>();
         final int physical;
 
-        FlinkCanal(String rowType) throws Exception {
+        FlinkReader(String rowType, ProjectableDecodingFormat<DeserializationSchema<RowData>> format,
+                List<String> metadata) throws Exception {
+            this.metadata = metadata;
             RowType row = (RowType) LogicalTypeParser.parse(rowType, Harness.class.getClassLoader());
             DataType physicalType = TypeConversions.fromLogicalToDataType(row);
-            CanalJsonDecodingFormat format = new CanalJsonDecodingFormat(null, null, false, TimestampFormat.SQL);
             Map<String, DataType> readable = format.listReadableMetadata();
-            format.applyReadableMetadata(METADATA);
+            format.applyReadableMetadata(metadata);
             int[][] projection = new int[row.getFieldCount()][];
             for (int i = 0; i < projection.length; i++) {
                 projection[i] = new int[] {i};
@@ -216,7 +233,7 @@ public final class Harness {
             schema.open(new Init());
             types.addAll(row.getChildren());
             physical = types.size();
-            for (String key : METADATA) {
+            for (String key : metadata) {
                 types.add(readable.get(key).getLogicalType());
             }
         }
@@ -245,7 +262,7 @@ public final class Harness {
                     if (i < physical) {
                         fields.add(value);
                     } else {
-                        meta.put(METADATA.get(i - physical), value);
+                        meta.put(metadata.get(i - physical), value);
                     }
                 }
                 Map<String, Object> item = new LinkedHashMap<>();
@@ -311,24 +328,25 @@ public final class Harness {
             case ARRAY: {
                 ArrayData array = row.getArray(pos);
                 LogicalType element = ((ArrayType) type).getElementType();
+                ArrayData.ElementGetter getter = ArrayData.createElementGetter(element);
                 List<Object> out = new ArrayList<>();
                 for (int i = 0; i < array.size(); i++) {
-                    out.add(array.isNullAt(i) ? null : flinkArrayValue(array, i, element));
+                    out.add(array.isNullAt(i) ? null
+                            : flinkValue(GenericRowData.of(getter.getElementOrNull(array, i)), 0, element));
+                }
+                return out;
+            }
+            case ROW: {
+                List<LogicalType> fields = type.getChildren();
+                RowData nested = row.getRow(pos, fields.size());
+                List<Object> out = new ArrayList<>();
+                for (int i = 0; i < fields.size(); i++) {
+                    out.add(flinkValue(nested, i, fields.get(i)));
                 }
                 return out;
             }
             default:
                 throw new IllegalArgumentException("no rendering for Flink type " + type);
-        }
-    }
-
-    private static Object flinkArrayValue(ArrayData array, int i, LogicalType element) {
-        switch (element.getTypeRoot()) {
-            case CHAR:
-            case VARCHAR:
-                return array.getString(i).toString();
-            default:
-                throw new IllegalArgumentException("no rendering for Flink array element " + element);
         }
     }
 
@@ -347,7 +365,7 @@ public final class Harness {
 
         @Override
         public DynamicTableSource.DataStructureConverter createDataStructureConverter(DataType producedDataType) {
-            throw new UnsupportedOperationException("not needed by canal-json");
+            throw new UnsupportedOperationException("not needed by canal-json or debezium-json");
         }
     }
 
