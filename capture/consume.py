@@ -13,7 +13,9 @@ they are UTF-8, else ``base64:…``). Any other value is printed as its text, or
 ``base64:…`` when it is not UTF-8. The test is exact (the datum must decode and use every
 byte), so a JSON or delimited message is never taken for Avro. ``--decode none`` prints
 every value as text or base64, unchanged. When the schema file is not installed, DTS
-values stay base64 and one note on stderr says so.
+values stay base64 and one note on stderr says so. A tombstone (a null value: the
+debezium format's record after a delete) is printed as ``null``, as ``walcast tail`` prints
+it; an empty value is an empty line.
 
 Bounded waits: a broker that does not answer within ``--connect-timeout`` seconds (default
 10) ends the command with one line and a non-zero exit, as does a topic that does not exist
@@ -447,8 +449,10 @@ def read_messages(args: argparse.Namespace) -> int:
                         "value": value,
                     }
                 ).decode()
-            elif isinstance(value, str | None):
-                line = value or ""
+            elif value is None:  # a tombstone (a null value), printed as walcast tail does
+                line = "null"
+            elif isinstance(value, str):
+                line = value
             else:
                 line = orjson.dumps(value).decode()
             out.write(line.rstrip("\n") + "\n")

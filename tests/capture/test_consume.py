@@ -239,3 +239,20 @@ def test_list_topics_usage_errors_are_one_line(
     done = walcast("consume", "--bootstrap-servers", "127.0.0.1:1", *extra, timeout=60)
     assert_one_line_error(done, *needles)
     assert done.returncode == 2  # before any connection: the broker address is never tried
+
+
+def test_a_tombstone_is_printed_as_null(kafka_bootstrap: str) -> None:
+    from confluent_kafka import Producer  # noqa: PLC0415
+
+    topic = f"consume_tombstone_{uuid.uuid4().hex[:8]}"
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, b'{"id":7}', b'{"id":7}')
+    producer.produce(topic, None, b'{"id":7}')  # a debezium delete's tombstone
+    producer.produce(topic, b"", b'{"id":8}')  # an empty value is not a tombstone
+    assert producer.flush(30) == 0
+    done = walcast(
+        "consume", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+        "--max-messages", "3", "--idle-timeout", "20",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ['{"id":7}', "null", ""]
