@@ -5,7 +5,7 @@ change is one record ending with the record delimiter::
 
     10,"IBM","2024123","181729123456","public","orders","REPL",
     "0000:0000:0000:0000:0000:02bc","0000:0000:0000:0000:0000:0000:016b:3748",
-    "2024-05-02-18.17.29",,0000,<before values>,<after values>\n
+    "2024-05-02-18.17.29","0efd47f9fd2cd13a",0000,<before values>,<after values>\n
 
 (one line in the real output). The full layout, every value rendering and the table
 layout records are documented in ``schemas/ibm-delimited.md``; the decisions are:
@@ -13,10 +13,16 @@ layout records are documented in ``schemas/ibm-delimited.md``; the decisions are
 Header
     * ``type`` is always ``10`` (bare), as in every IBM example.
     * ``identifier`` is the ``ibm.identifier`` setting (default ``IBM``: consumers check
-      for ``IBM`` and ``IBM-INVALID-COLUMN-…``). When a column value is not available
+      for ``IBM`` and ``IBM-INVALID-COLUMN-…``). When column values are not available
       (see "unchanged TOAST" below) it becomes ``<identifier>-INVALID-COLUMN-nnnX-NULL``
       as IBM does for values it cannot send: ``nnn`` is the 1-based column number (three
-      digits or more), ``X`` is ``B`` (before value) or ``A`` (after value).
+      digits or more), ``X`` is ``B`` (before value) or ``A`` (after value). IBM's form
+      names one column; walcast names EVERY unavailable value, ``-``-separated, before
+      values first, each side in column order: ``IBM-INVALID-COLUMN-002A-005A-NULL``. The
+      first ``nnnX`` is where IBM's consumers look for it (the first column), the
+      ``<identifier>-INVALID-COLUMN-`` prefix and the ``-NULL`` suffix are IBM's, and a
+      reader that keeps the previous value of only the first column still never takes a
+      listed one for NULL if it reads the list (``pipeline/formats/ibm.py`` does).
     * ``date`` (``YYYYddd``) and ``time`` (``HHMMSSffffff``) are "when the message was
       put"; walcast uses the COMMIT time (UTC), so a replayed transaction is
       byte-for-byte identical and the output is deterministic.
@@ -29,8 +35,17 @@ Header
       LSN's high 32 bits, groups 7-8 its low 32 bits. Fixed width, so string order is
       commit order; :func:`parse_commit_lsn` reverses it.
     * ``commit_time`` is ``YYYY-MM-DD-HH.mm.ss`` (UTC).
-    * ``plan_name`` is the ``ibm.plan_name`` setting; empty (the default) is NULL, i.e.
-      an empty field, as IBM sends on every platform but z/OS.
+    * ``plan_name`` is the record's **layout version**: the ``version`` of the layout
+      record of the table as it was when the change was made
+      (:func:`capture.formats.layout.layout_version`, 16 lower-case hex digits,
+      quoted). IBM defines plan_name as z/OS's plan name and sends NULL elsewhere; walcast
+      uses the field because the format has no other place for it, and a reader needs it:
+      the layout topic holds every layout of a table, and the field count does not tell
+      them apart (ADD COLUMN then DROP COLUMN bring it back; so can an ALTER inside one
+      transaction). Readers take the layout whose ``version`` the record names, never one
+      picked by field count. IBM's consumers read plan_name as an opaque string. A
+      non-empty ``ibm.plan_name`` setting is written instead (then records name no
+      layout; a 16-hex-digit setting is refused, it would pass for a version).
     * ``segment_number`` is ``0000`` for a transaction that fits in one message; a larger
       one is split at record boundaries into segments numbered ``0001``, ``0002``, …
       with the last one ``0000`` (after ``9999`` numbering wraps to ``0001``).
@@ -86,8 +101,9 @@ Images
       the layout record's ``replica_identity`` says which tables these are.
     * Unchanged TOAST (a large value that did not change and was not sent): the after
       value is copied from the before image when the old row was sent (FULL); otherwise
-      it is empty and the record's identifier names the first such column
-      (``IBM-INVALID-COLUMN-005A-NULL``) so that it is not mistaken for NULL.
+      it is empty and the record's identifier names every such column
+      (``IBM-INVALID-COLUMN-005A-007A-NULL``) so that none is mistaken for NULL:
+      consumers keep each listed column's previous value.
     * TRUNCATE: the format has no such operation and every consumer would misread a
       made-up one, so TRUNCATE changes are skipped (not published). Records are
       numbered by position, so a transaction's record positions equal the PostgreSQL
@@ -120,11 +136,15 @@ Layout records
     The format carries no column names or types. walcast publishes a layout record per
     table and Relation message (:func:`capture.formats.layout.layout_record`: names,
     types, key, replica identity, each column's rendering, ``version`` fingerprint; see
-    ``schemas/ibm-delimited.md``).
+    ``schemas/ibm-delimited.md``). Every record names its layout's ``version`` in
+    ``plan_name`` (see "Header"): a reader takes that layout, and quarantines a record
+    whose layout it does not hold (or whose field count is not that layout's) rather
+    than read it with another one.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -142,6 +162,7 @@ from capture.formats._common import PerTable
 from capture.formats._common import raw_texts as _resolve
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.layout import (
+    layout_version,
     rendering,
 )
 from capture.formats.settings import PARSE, FormatSettings
@@ -180,6 +201,11 @@ HEADER_FIELDS: Final = (
 RECORD_TYPE: Final = b"10"
 OPERATIONS: Final = {Op.INSERT: "ISRT", Op.UPDATE: "REPL", Op.DELETE: "DLET", Op.SNAPSHOT: "ISRT"}
 """A load row (Op.SNAPSHOT) is an insert record; see "Initial load" in the module docstring."""
+
+LAYOUT_VERSION: Final = re.compile("[0-9a-f]{16}")
+"""A ``plan_name`` that is a layout version (:func:`capture.formats.layout.layout_version`)."""
+INVALID_COLUMN: Final = "-INVALID-COLUMN-"
+"""Between the identifier and the unavailable columns' ``nnnX`` list (see "Images")."""
 
 _SEG_FINAL: Final = b"0000"
 _BINARY: Final = ord("b")
@@ -264,6 +290,17 @@ def _identifier(setting: str, value: Any) -> str:
     return text
 
 
+def _plan_name(setting: str, value: Any) -> str:
+    text = str(value)
+    if LAYOUT_VERSION.fullmatch(text):
+        raise ConfigError(
+            f"{setting}: {text!r} looks like a layout version (16 hex digits), which is what "
+            "walcast writes in plan_name when the setting is empty",
+            hint="choose another plan name, or leave it empty",
+        )
+    return text
+
+
 def _size(setting: str, value: Any) -> int:
     try:
         size = int(value)
@@ -285,7 +322,8 @@ class Settings(FormatSettings):
     string_delimiter: str = field(default='"', metadata={PARSE: _delimiter})
     decimal_character: str = field(default=".", metadata={PARSE: _delimiter})
     identifier: str = field(default="IBM", metadata={PARSE: _identifier})
-    plan_name: str = ""
+    plan_name: str = field(default="", metadata={PARSE: _plan_name})
+    """Empty: each record's plan_name is its table's layout version (see the docstring)."""
     max_message_size: int | None = field(default=None, metadata={PARSE: _size})
     """Largest message value in bytes; None: derived from the sink (see the docstring)."""
 
@@ -338,9 +376,17 @@ def _hex(raw: bytes) -> bytes:
 class _TableState:
     """Per-Table rendering state (a new Relation message makes a new Table object)."""
 
-    __slots__ = ("empty_fields", "key_indexes", "key_mask", "kinds", "size", "table_part")
+    __slots__ = (
+        "empty_fields",
+        "key_indexes",
+        "key_mask",
+        "kinds",
+        "plan_part",
+        "size",
+        "table_part",
+    )
 
-    def __init__(self, table: Table, quote: Any, cd: bytes, dc: bytes) -> None:
+    def __init__(self, table: Table, quote: Any, cd: bytes, dc: bytes, plan: bytes | None) -> None:
         kinds = tuple(_KIND_BY_RENDERING[rendering(c)] for c in table.columns)
         if dc == b".":
             kinds = tuple(_BARE if k == _NUMBER else k for k in kinds)
@@ -350,6 +396,8 @@ class _TableState:
         self.key_mask = tuple(i in table.key_indexes for i in range(self.size))
         self.empty_fields = [b""] * self.size
         self.table_part = quote(table.schema) + cd + quote(table.name) + cd
+        self.plan_part = (quote(layout_version(table)) if plan is None else plan) + cd
+        """The ``plan_name`` field and its delimiter: the layout version unless set."""
 
 
 class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
@@ -369,7 +417,7 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
         """The largest message this encoder writes (see "Segmentation and memory")."""
         self._max = self.max_message_size
         self._key = self.options.database.encode()
-        self._plan = self.quote(cfg.plan_name) if cfg.plan_name else b""
+        self._plan = self.quote(cfg.plan_name) if cfg.plan_name else None
         self._tables = PerTable(self._new_state)
         # The open transaction.
         self._txn: tuple[int, int, int] | None = None
@@ -393,7 +441,7 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
         return q + raw.replace(q, self._qq) + q
 
     def _new_state(self, table: Table) -> _TableState:
-        return _TableState(table, self.quote, self._cd, self._dc)
+        return _TableState(table, self.quote, self._cd, self._dc, self._plan)
 
     def _open(self, xid: int, commit_lsn: int, commit_ts: int) -> list[EncodedMessage]:
         """Start a transaction: compute the header fields it shares.
@@ -427,8 +475,6 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
             + cd
             + q(when.strftime("%Y-%m-%d-%H.%M.%S"))
             + cd
-            + self._plan
-            + cd
         )
         return out
 
@@ -436,7 +482,11 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
         head = self._heads.get((table, op))
         if head is None:
             head = self._heads[(table, op)] = (
-                self._txn_part + state.table_part + self.quote(OPERATIONS[op]) + self._txn_tail
+                self._txn_part
+                + state.table_part
+                + self.quote(OPERATIONS[op])
+                + self._txn_tail
+                + state.plan_part
             )
         return head
 
@@ -507,9 +557,12 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
         body = cd.join((before_fields or state.empty_fields) + after_fields)
         head = self._head(table, state, op)
         if missing:
-            where = "B" if first_missing else "A"
-            flagged = f"{self.settings.identifier}-INVALID-COLUMN-{missing[0] + 1:03d}{where}-NULL"
-            head = head.replace(self.quote(self.settings.identifier), self.quote(flagged), 1)
+            columns = "-".join(
+                f"{i + 1:03d}{'B' if n < first_missing else 'A'}" for n, i in enumerate(missing)
+            )
+            identifier = self.settings.identifier
+            flagged = f"{identifier}{INVALID_COLUMN}{columns}-NULL"
+            head = head.replace(self.quote(identifier), self.quote(flagged), 1)
         if not state.size:  # no values: no separator after the header
             return head + _SEG_FINAL + self._rd, len(head)
         return head + _SEG_FINAL + cd + body + self._rd, len(head)
@@ -588,4 +641,5 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
 
     def frame_for_tail(self, message: EncodedMessage) -> bytes:
         """Print the records as they are: each already ends with the record delimiter."""
+        assert message.value is not None, "ibm writes no tombstones"
         return message.value

@@ -10,18 +10,27 @@ string functions only:
   ``malformed``.
 * Fields: the 12 header fields, then the before value of every column, then the after
   value of every column. An empty field is NULL, ``""`` the empty string.
-* Columns come from the table's layout record (:mod:`pipeline.layouts`): the newest
-  layout of ``schema.table`` whose ``field_count`` equals the record's field count. A
-  record without one goes to the quarantine as ``unknown_table`` (the rest of the
-  message is kept). Values are rewritten to PostgreSQL's text by the layout's
+* Columns come from the layout record the record names: walcast writes the table's layout
+  ``version`` (16 hex digits) in ``plan_name`` (:mod:`capture.formats.ibm`), and the
+  record is read with the layout of ``schema.table`` (same source) with that
+  ``version``, never with one chosen by field count (ADD COLUMN then DROP COLUMN give
+  two layouts with one field count; an ALTER inside a transaction gives one transaction
+  records of two layouts). A record whose ``plan_name`` is not a version (IBM's own
+  producers, an explicit ``ibm.plan_name``) is read with the table's layout only when
+  the layout topic holds exactly one version of the table. Otherwise, and when the
+  version is not (or no longer: the topic is compacted per table) in the topic, the
+  record goes to the quarantine as ``unknown_table``; a record whose field count is not
+  its layout's as ``malformed`` (the rest of the message is kept). Never a guess.
+  Values are rewritten to PostgreSQL's text by the layout's
   ``rendering``: bool ``1``/``0`` → ``t``/``f``, numbers with the decimal character →
   ``.``, bytea hex → ``\x…``.
 * Before images: without REPLICA IDENTITY FULL only the key columns' before values are
   known; empty non-key before fields are left out (unknown), not NULL. INSERT has no
   before image, DELETE no after image.
-* ``<identifier>-INVALID-COLUMN-nnnX-NULL``: column ``nnn``'s value was not sent (X =
-  ``A`` after, ``B`` before): it is left out of that image, and for ``A`` listed in
-  ``unchanged_toast``. (The identifier names only the first such column.)
+* ``<identifier>-INVALID-COLUMN-nnnX[-nnnX…]-NULL``: the value of each listed column
+  ``nnn`` was not sent (X = ``A`` after, ``B`` before): it is left out of that image, and
+  for ``A`` listed in ``unchanged_toast`` (materialize keeps the previous value). walcast
+  lists every such column; IBM's own producers name the first one only.
 * Positions: ``commit_lsn`` and ``transaction_identifier`` are hex numbers (walcast: the
   LSN and the xid). The ordinal of a record is its position in its transaction: the
   records of earlier segments of the same transaction count too, which
@@ -60,6 +69,10 @@ from pipeline.formats.base import (
 from pipeline.layouts import column_names, column_types, same_source
 
 HEADER = 12
+LAYOUT_VERSION = "^[0-9a-f]{16}$"
+"""A ``plan_name`` that names the record's layout version (``capture.formats.ibm``)."""
+INVALID_RE = r"-INVALID-COLUMN-((?:[0-9]+[AB]-)+)"
+"""The unavailable columns of an identifier: ``…-INVALID-COLUMN-002A-005A-NULL``."""
 _OPS = {"ISRT": "insert", "REPL": "update", "DLET": "delete"}
 _ESCAPES = {"\\n": "\n", "\\r": "\r", "\\t": "\t", "\\\\": "\\"}
 
@@ -136,16 +149,24 @@ class IbmParser(Parser):
 
     @staticmethod
     def layout_rows(layouts: DataFrame) -> DataFrame:
-        """The newest layout per ``(source, schema, table, field_count)``, ready to join."""
-        w = Window.partitionBy("source", "schema", "table", "field_count").orderBy(
+        """One row per layout version of each table, ready to join (see the docstring).
+
+        A version published more than once (every daemon start publishes it again) is the
+        same layout: the newest copy is kept. ``_l_versions`` counts the table's versions.
+        """
+        version = F.coalesce(F.col("version"), F.lit(""))
+        w = Window.partitionBy("source", "schema", "table", version).orderBy(
             F.col("layout_offset").desc()
         )
         newest = layouts.withColumn("_n", F.row_number().over(w)).where("_n = 1")
+        per_table = Window.partitionBy("source", "schema", "table")
         cols = F.col("columns")
         return newest.select(
             F.col("source").alias("_l_source"),
             F.col("schema").alias("_l_schema"),
             F.col("table").alias("_l_table"),
+            F.col("version").alias("_l_version"),
+            F.count(F.lit(1)).over(per_table).alias("_l_versions"),
             F.col("field_count").alias("_l_fields"),
             column_names(cols).alias("_l_names"),
             F.transform(cols, lambda c: F.coalesce(c["rendering"], F.lit("quoted"))).alias(
@@ -212,19 +233,25 @@ class IbmParser(Parser):
             pgtext.hex_number(h[8]).alias("_lsn"),
             F.to_timestamp(F.concat(h[2], h[3]), "yyyyDDDHHmmssSSSSSS").alias("_precise"),
             F.to_timestamp(h[9], "yyyy-MM-dd-HH.mm.ss").alias("_stated"),
+            F.when(h[10].rlike(LAYOUT_VERSION), h[10]).alias("_version"),
             F.element_at("_fields", HEADER).cast("int").alias("_segment"),
             F.size("_fields").alias("_n_fields"),
         )
+        version = F.col("_version")
         joined = rows.join(
             F.broadcast(self.layout_rows(layouts)),
             (F.col("_owner") == F.col("_l_schema"))
             & (F.col("_table") == F.col("_l_table"))
-            & (F.col("_n_fields") == F.col("_l_fields"))
-            & same_source(F.col("source"), F.col("_l_source")),
+            & same_source(F.col("source"), F.col("_l_source"))
+            & ((version == F.col("_l_version")) | (version.isNull() & (F.col("_l_versions") == 1))),
             "left",
         )
-        n = F.size("_l_names")
-        idx = F.sequence(F.lit(0), n - 1)
+        n_fields = F.col("_n_fields")
+        has_layout = F.col("_l_names").isNotNull()
+        fits = has_layout & (n_fields == F.col("_l_fields"))
+        # Every column of the layout is read only from a record that has its fields.
+        n = F.when(fits, F.size("_l_names")).otherwise(F.lit(0))
+        idx = F.when(n > 0, F.sequence(F.lit(0), n - 1)).otherwise(F.array().cast("array<int>"))
         op = F.element_at(
             F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), F.col("_operation")
         )
@@ -238,17 +265,23 @@ class IbmParser(Parser):
                 ),
             )
 
-        invalid_re = r"-INVALID-COLUMN-([0-9]+)([AB])-"
-        invalid = F.regexp_extract("_ident", invalid_re, 1)
+        flags = F.regexp_extract("_ident", INVALID_RE, 1)
+
+        def flagged(side: str) -> Column:
+            """Names of the columns flagged unavailable on ``side`` (``A`` or ``B``)."""
+            numbers = F.regexp_extract_all(flags, F.lit(f"([0-9]+){side}"), 1)
+            names = F.transform(numbers, lambda i: F.element_at("_l_names", i.cast("int")))
+            return F.filter(names, lambda c: c.isNotNull())
+
         joined = joined.select(
             "*",
             op.alias("_op"),
-            F.when(invalid != "", F.element_at("_l_names", invalid.cast("int"))).alias("_bad_col"),
-            F.regexp_extract("_ident", invalid_re, 2).alias("_bad_side"),
+            F.when(fits & (flags != ""), flagged("A")).otherwise(empty_names()).alias("_bad_a"),
+            F.when(fits & (flags != ""), flagged("B")).otherwise(empty_names()).alias("_bad_b"),
         )
         op = F.col("_op")
-        bad_col, bad_side = F.col("_bad_col"), F.col("_bad_side")
-        known = F.col("_l_names").isNotNull()
+        bad_a, bad_b = F.col("_bad_a"), F.col("_bad_b")
+        known = fits
 
         # Images are built only for the ops that have them, and without lambdas in the
         # common case: map_from_arrays(names, values). A map_filter drops unknown values
@@ -258,8 +291,8 @@ class IbmParser(Parser):
         after = F.when(
             known & op.isin("insert", "update"),
             F.when(
-                bad_col.isNotNull() & (bad_side == "A"),
-                F.map_filter(after_all, lambda k, _v: ~k.eqNullSafe(bad_col)),
+                F.size(bad_a) > 0,
+                F.map_filter(after_all, lambda k, _v: ~F.array_contains(bad_a, k)),
             ).otherwise(after_all),
         )
         before_all = F.map_from_arrays(F.col("_l_names"), values(F.lit(HEADER)))
@@ -267,13 +300,13 @@ class IbmParser(Parser):
         before = F.when(
             known & op.isin("update", "delete"),
             F.when(
-                ~full | (bad_col.isNotNull() & (bad_side == "B")),
+                ~full | (F.size(bad_b) > 0),
                 F.map_filter(
                     before_all,
                     lambda k, v: (
                         ~(
                             (~full & ~F.array_contains("_l_key_names", k) & v.isNull())
-                            | (k.eqNullSafe(bad_col) & (bad_side == "B"))
+                            | F.array_contains(bad_b, k)
                         )
                     ),
                 ),
@@ -285,11 +318,16 @@ class IbmParser(Parser):
         commit_time = F.when(
             precise.isNotNull() & (F.date_trunc("second", precise) == stated), precise
         ).otherwise(F.coalesce(stated, precise))
-        n_fields = F.col("_n_fields")
         error = (
             F.when(n_fields < HEADER, F.lit(ERR_MALFORMED))
             .when(op.isNull(), F.lit(ERR_UNSUPPORTED))
-            .when(F.col("_l_names").isNull(), F.lit(ERR_UNKNOWN_TABLE))
+            .when(~has_layout, F.lit(ERR_UNKNOWN_TABLE))
+            .when(~fits, F.lit(ERR_MALFORMED))
+        )
+        table_name = F.concat(
+            F.coalesce(F.col("_owner"), F.lit("?")),
+            F.lit("."),
+            F.coalesce(F.col("_table"), F.lit("?")),
         )
         detail = (
             F.when(
@@ -300,19 +338,36 @@ class IbmParser(Parser):
                 op.isNull(),
                 F.concat(F.lit("operation "), F.coalesce(F.col("_operation"), F.lit("?"))),
             )
+            .when(
+                has_layout,
+                F.concat(
+                    F.lit("record with "),
+                    n_fields.cast("string"),
+                    F.lit(" fields, but layout version "),
+                    F.coalesce(F.col("_l_version"), F.lit("?")),
+                    F.lit(" of "),
+                    table_name,
+                    F.lit(" has "),
+                    F.col("_l_fields").cast("string"),
+                ),
+            )
+            .when(
+                version.isNotNull(),
+                F.concat(
+                    F.lit("no layout version "), version, F.lit(" of "), table_name, F.lit(" known")
+                ),
+            )
             .otherwise(
                 F.concat(
-                    F.lit("no layout for "),
-                    F.coalesce(F.col("_owner"), F.lit("?")),
-                    F.lit("."),
-                    F.coalesce(F.col("_table"), F.lit("?")),
-                    F.lit(" with "),
-                    n_fields.cast("string"),
-                    F.lit(" fields"),
+                    F.lit("record of "),
+                    table_name,
+                    F.lit(
+                        " names no layout version (plan_name) and the layout topic does not "
+                        "hold exactly one layout of the table"
+                    ),
                 )
             )
         )
-        bad_after = F.col("_bad_col").isNotNull() & (F.col("_bad_side") == "A")
         the_change = change(
             format=F.lit(self.name),
             schema=F.col("_owner"),
@@ -326,7 +381,7 @@ class IbmParser(Parser):
             primary_key=F.coalesce(F.col("_l_pk"), empty_names()),
             before=before,
             after=after,
-            unchanged_toast=F.when(bad_after, F.array(F.col("_bad_col"))).otherwise(empty_names()),
+            unchanged_toast=bad_a,
             changed_columns=F.when(op == "insert", F.map_keys(after))
             .when(op == "delete", empty_names())
             .when(

@@ -75,10 +75,11 @@ def test_insert_record_matches_the_documented_layout() -> None:
         IbmDelimitedEncoder(),
         [event(Op.INSERT, table, after={"id": "1", "note": "hi", "amount": "9.50"})],
     )
+    version = layout_record(table)["version"].encode()
     assert message.value == (
         b'10,"IBM","2024123","181729123456","public","orders","ISRT",'
         b'"0000:0000:0000:0000:0000:02bc","0000:0000:0000:0000:0000:0000:016b:3748",'
-        b'"2024-05-02-18.17.29",,0000,,,,1,"hi",9.50\n'
+        b'"2024-05-02-18.17.29","' + version + b'",0000,,,,1,"hi",9.50\n'
     )
     assert message.key == b"postgres"
     assert message.kind == "transaction"
@@ -113,7 +114,7 @@ def test_header_has_twelve_fields_then_before_and_after_values() -> None:
         "transaction_identifier": "0000:0000:0000:0000:0000:02bc",
         "commit_lsn": "0000:0000:0000:0000:0000:0000:016b:3748",
         "commit_time": "2024-05-02-18.17.29",
-        "plan_name": None,
+        "plan_name": layout_record(table)["version"],
         "segment_number": "0000",
     }
     assert fields[12:] == ["1", "a", "1", "1", "b", "2"]
@@ -636,7 +637,7 @@ def test_machine_readable_layout_matches_the_encoder() -> None:
 def test_zero_column_tables_and_escape_format_bytea() -> None:
     empty = keyed_table([])
     [message] = encode_txn(IbmDelimitedEncoder(), [event(Op.INSERT, empty, after={})])
-    assert message.value.endswith(b",,0000\n")
+    assert message.value.endswith(b',"' + layout_record(empty)["version"].encode() + b'",0000\n')
     assert len(records(message.value)[0]) == 12 == layout_record(empty)["field_count"]
     table = keyed_table([("id", "int8", True), ("b", "bytea", False)])
     [message] = encode_txn(
@@ -742,3 +743,62 @@ def test_a_big_transaction_at_the_defaults_fits_the_producer_limit(kafka_bootstr
         assert any("Message size too large" in e for e in errors)
     finally:
         admin.delete_topics([topic])
+
+
+# --------------------------------------------------------------------------- found by the soak
+
+
+DOCS = [
+    ("id", "int8", True),
+    ("title", "text", False),
+    ("body", "text", False),
+    ("summary", "text", False),
+]
+
+
+def test_every_unavailable_column_is_named_in_the_identifier() -> None:
+    """Two unchanged TOAST columns of one row change: both are flagged, in column order
+    (the first one where IBM's consumers look for it), so neither reads as NULL."""
+    table = keyed_table(DOCS)
+    after = {"id": "1", "title": UNCHANGED_TOAST, "body": "new", "summary": UNCHANGED_TOAST}
+    [message] = encode_txn(IbmDelimitedEncoder(), [event(Op.UPDATE, table, after=after)])
+    fields = records(message.value)[0]
+    assert fields[1] == "IBM-INVALID-COLUMN-002A-004A-NULL"
+    assert fields[12:] == ["1", None, None, None, "1", None, "new", None]
+
+
+def test_the_plan_name_carries_the_layout_version() -> None:
+    """Records name the layout they were written under (``version`` of the layout
+    record): an ADD then DROP COLUMN that brings the field count back still gives
+    another version, so a reader never takes one layout's names for another's."""
+    first = keyed_table([("id", "int8", True), ("a", "text", False), ("b", "text", False)])
+    added = keyed_table(
+        [("id", "int8", True), ("a", "text", False), ("b", "text", False), ("c", "int4", False)]
+    )
+    dropped = keyed_table([("id", "int8", True), ("b", "text", False), ("c", "int4", False)])
+    enc = IbmDelimitedEncoder()
+    [message] = encode_txn(
+        enc,
+        [
+            event(Op.INSERT, first, after={"id": "1", "a": "x", "b": "y"}),
+            event(Op.INSERT, added, after={"id": "2", "a": "x", "b": "y", "c": "3"}),
+            event(Op.INSERT, dropped, after={"id": "3", "b": "y", "c": "3"}),
+            event(Op.INSERT, first, after={"id": "4", "a": "x", "b": "y"}),
+        ],
+    )
+    plans = [fields[10] for fields in records(message.value)]
+    versions = [layout_record(t)["version"] for t in (first, added, dropped, first)]
+    assert plans == versions
+    assert len(set(versions)) == 3
+    assert all(re.fullmatch("[0-9a-f]{16}", v) for v in versions)
+    # an explicit plan name is kept as it is (and then no version is written)
+    named = IbmDelimitedEncoder(
+        FormatOptions(settings=parse_settings("ibm", {"ibm.plan_name": "ASNQCAP"}))
+    )
+    [message] = encode_txn(named, [event(Op.INSERT, first, after={"id": "1", "a": "x"})])
+    assert records(message.value)[0][10] == "ASNQCAP"
+
+
+def test_a_plan_name_that_looks_like_a_layout_version_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"ibm\.plan_name"):
+        parse_settings("ibm", {"ibm.plan_name": "0efd47f9fd2cd13a"})
