@@ -17,6 +17,25 @@ restarted job neither skips a change nor writes one twice.
 
 :func:`normalize_frame` is the same transformation on a static DataFrame of Kafka
 records (tests, batch back-fills).
+
+Where a batch's time goes (canal, 300k changes, local[2], task CPU from Spark's event
+log; ``bench/spark_normalize.py`` and ``bench/README.md``): one job reads Kafka, parses,
+explodes the changes into the cached frame and shuffles their narrow positions to the
+window (34-43 s CPU, about 2x the minimal job's read, parse and Parquet write); the
+window and the aggregate that yields the next state take 2-4 s; writing the changes
+from the cache 12-16 s; the rest (layouts, tally, state, an empty quarantine batch) 2-3
+s. So per change: about 165-215 us of CPU against 65-90 us for the minimal job (115-130
+us in later batches of a continuous run, the JIT warm); the parser's expressions and the
+cache build are the bulk. Decisions that follow:
+
+* the records are read and parsed once: every output reads the cached frame
+  (:mod:`pipeline.sequencing`), and the counts come from one aggregation
+  (:func:`pipeline.sequencing.tally`), not one job per output;
+* a batch with nothing quarantined writes an empty quarantine batch without reading the
+  changes again;
+* no PySpark local DataFrame (``createDataFrame`` of Python values) in a batch: it is a
+  Python RDD, whose reading starts Python workers (measured on the loaded machine: 7-18 s
+  of the two task slots); empty frames and the state are made in the JVM.
 """
 
 from __future__ import annotations
@@ -37,6 +56,7 @@ from pipeline.formats import parser_for
 from pipeline.formats.base import ERR_MALFORMED, Parser
 from pipeline.layouts import layout_topic_name, read_layouts, warn_sourceless
 from pipeline.model import PARTITION_COLUMNS
+from pipeline.quarantine import QUARANTINE
 from pipeline.sinks import ExactlyOnceParquet
 from pipeline.state import StateStore
 
@@ -45,13 +65,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class NormalizeResult:
-    """The three outputs of one batch (lazy DataFrames)."""
+    """The outputs of one batch (DataFrames: sequencing has run, the rest is lazy)."""
 
     changes: DataFrame
     quarantine: DataFrame
     state: DataFrame
+    """The sequencing state after the batch (read from a cached aggregate: save it before
+    :meth:`release`)."""
     offsets: DataFrame
     """The Kafka offsets read: ``kafka_topic``, ``kafka_partition``, ``first``, ``last``."""
+    tally: DataFrame
+    """``outcome, count``: changes written (``sequencing.WRITTEN``) and quarantined rows
+    per reason, in one aggregation (:func:`pipeline.sequencing.tally`)."""
     cached: tuple[DataFrame, ...] = ()
     """Intermediate DataFrames persisted for the batch; :meth:`release` frees them."""
 
@@ -75,25 +100,25 @@ def normalize_frame(
     and, when read by :mod:`pipeline.kafka`, what walcast's headers say (a frame without
     them is taken as messages without those headers).
 
-    ``persist`` caches the sequenced messages, which all three outputs read (call
-    :meth:`NormalizeResult.release` afterwards). The changes are not cached: exploding
-    them again from the cache for the quarantine costs less than building a second
-    cache of every change (measured: about 15% of a canal batch).
+    The messages are parsed and their changes exploded once, into one frame that every
+    output reads (:func:`pipeline.sequencing.sequence`); ``persist`` caches it (call
+    :meth:`NormalizeResult.release` afterwards). Sequencing runs here (one Spark job:
+    the next state, the offsets and the flagged messages are collected).
     """
     spark = records.sparkSession
     records = kafka.with_walcast_headers(records)
     before = state if state is not None else sequencing.empty_state(spark)
     messages = parser.parse(records, layouts)
     sequenced = sequencing.sequence(messages, before, parser, persist=persist)
-    changes = sequencing.changes_of(sequenced.messages, parser)
-    problems = sequencing.message_problems(sequenced.messages)
+    changes, problems = sequencing.outputs(sequenced.rows, parser)
     return NormalizeResult(
         changes=quarantine.good_changes(changes),
         quarantine=quarantine.from_messages(problems, parser.name).unionByName(
             quarantine.from_changes(changes)
         ),
-        state=sequencing.next_state(sequenced.positions, parser),
-        offsets=sequencing.offsets_of(sequenced.positions),
+        state=sequenced.state,
+        offsets=sequenced.offsets,
+        tally=sequencing.tally(sequenced.rows),
         cached=sequenced.cached,
     )
 
@@ -214,8 +239,8 @@ class NormalizeJob:
         totals = self.totals = BatchTotals()
 
         def run_batch(batch: DataFrame, batch_id: int) -> None:
-            # The sequenced messages are cached (normalize_frame), so the records are
-            # read once, except by a parser that scans them twice.
+            # The batch's changes are cached (normalize_frame), so the records are read
+            # once, except by a parser that scans them twice.
             started = time.monotonic()
             records = batch.persist() if parser.scans_records_twice else batch
             try:
@@ -227,17 +252,19 @@ class NormalizeJob:
                 result = normalize_frame(
                     records, parser, layouts, store.load(batch_id), persist=True
                 )
-                written = result.changes.count()
+                reasons = {str(row[0]): int(row[1]) for row in result.tally.collect()}
+                written = reasons.pop(sequencing.WRITTEN, 0)
                 offsets = _offsets_text(result.offsets.collect())
-                reasons = {
-                    str(row[0]): int(row[1])
-                    for row in result.quarantine.groupBy("reason").count().collect()
-                }
                 first = totals.batches == 0
                 totals.add(written, reasons)
                 self._check_quarantine(totals, reasons, written, first=first)
                 changes_sink.add_batch(batch_id, result.changes)
-                quarantine_sink.add_batch(batch_id, result.quarantine)
+                # Nothing quarantined: an empty batch, without reading the changes again
+                # (the sink's log needs every batch id).
+                quarantine_sink.add_batch(
+                    batch_id,
+                    result.quarantine if reasons else sequencing.local_empty(spark, QUARANTINE),
+                )
                 store.save(batch_id, result.state)
                 result.release()
                 layouts.unpersist()

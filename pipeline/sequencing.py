@@ -30,6 +30,10 @@ to the checkpoint (:mod:`pipeline.state`) and turn into pseudo messages placed b
 the batch's messages (``sort_key`` -3, -2, -1), so one window pass over each partition
 in offset order does everything. Invariant: the result depends only on the batch and
 the previous state, so a re-run batch gives the same output and the same next state.
+A before half carried in the state that the next batch does not pair is that batch's
+orphan (quarantined there: it was only pending in its own batch). The state's schema,
+its pseudo messages and the aggregation that makes the next one are in
+:mod:`pipeline._sequencing_state`.
 """
 
 # ruff: noqa: N812, FBT003
@@ -38,111 +42,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
+from pipeline._sequencing_state import PART as _PART
+from pipeline._sequencing_state import SEQ as _SEQ
+from pipeline._sequencing_state import STATE, empty_state, local_empty, pseudo_messages, summary
 from pipeline.formats.base import ERR_ORPHAN, ERR_REPLAY, Parser, changed_between
-from pipeline.model import CHANGE, MESSAGE, NORMALIZED
-
-STATE = StructType(
-    [
-        StructField("kafka_topic", StringType(), False),
-        StructField("kafka_partition", IntegerType(), False),
-        StructField("source", StringType(), True),
-        StructField("hwm_lsn", LongType(), True),
-        StructField("hwm_ordinal", LongType(), True),
-        StructField("run_lsn", LongType(), True),
-        StructField("run_segment", IntegerType(), True),
-        StructField("run_next", LongType(), True),
-        StructField("pending_json", StringType(), True),
-        StructField("pending_key", StringType(), True),
-        StructField("pending_offset", LongType(), True),
-        StructField("pending_timestamp", TimestampType(), True),
-        StructField("pending_kafka_key", BinaryType(), True),
-        StructField("pending_value", BinaryType(), True),
-    ]
-)
-
-QUARANTINE_DETAIL = StructType(
-    [
-        StructField("reason", StringType(), False),
-        StructField("detail", StringType(), True),
-    ]
-)
-
-_PART = ("kafka_topic", "kafka_partition")
-_SEQ = (*_PART, "source")
-"""One sequence: a source's messages in one Kafka partition (see the module docstring)."""
-
-
-def empty_state(spark: SparkSession) -> DataFrame:
-    """A state with no partition seen yet."""
-    return spark.createDataFrame([], STATE)
-
-
-def _pseudo_messages(state: DataFrame, parser: Parser) -> DataFrame:
-    """The state as pseudo messages to put before a batch's messages."""
-    null_changes = F.array().cast(MESSAGE["changes"].dataType)
-
-    def row(sort_key: int, **cols: Column) -> DataFrame:
-        out = []
-        for f in MESSAGE.fields:
-            if f.name in cols:
-                col = cols[f.name]
-            elif f.name in _SEQ:
-                col = F.col(f.name)
-            else:
-                col = F.lit(None)
-            out.append(col.cast(f.dataType).alias(f.name))
-        return state.select(*out).withColumn("sort_key", F.lit(sort_key).cast("long"))
-
-    parts = [
-        row(
-            -3,
-            commit_lsn_num=F.col("hwm_lsn"),
-            first_ordinal=F.col("hwm_ordinal"),
-            change_count=F.lit(1),
-            segment=F.lit(0) if parser.segmented else F.lit(None),
-            changes=null_changes,
-        ).where(F.col("hwm_lsn").isNotNull())
-    ]
-    if parser.segmented:
-        parts.append(
-            row(
-                -2,
-                commit_lsn_num=F.col("run_lsn"),
-                change_count=F.col("run_next"),
-                segment=F.col("run_segment"),
-                changes=null_changes,
-            ).where(F.col("run_lsn").isNotNull())
-        )
-    if parser.paired:
-        parts.append(
-            row(
-                -1,
-                kafka_offset=F.col("pending_offset"),
-                kafka_timestamp=F.col("pending_timestamp"),
-                kafka_key=F.col("pending_kafka_key"),
-                kafka_value=F.col("pending_value"),
-                change_count=F.lit(1),
-                pair_role=F.lit("before"),
-                pair_key=F.col("pending_key"),
-                changes=F.array(F.from_json(F.col("pending_json"), CHANGE)),
-            ).where(F.col("pending_key").isNotNull())
-        )
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+from pipeline.model import CHANGE, NORMALIZED
 
 
 def _without_unneeded_raw(messages: DataFrame, parser: Parser) -> DataFrame:
@@ -164,19 +71,65 @@ def _without_unneeded_raw(messages: DataFrame, parser: Parser) -> DataFrame:
     )
 
 
+ROW_NAMES = {
+    "commit_lsn_num": "message_lsn",
+    "record_index": "message_index",
+    "error": "message_error",
+    "error_detail": "message_error_detail",
+}
+"""Message columns renamed in :func:`explode_changes`'s rows (a change's fields take the
+names they have in the normalized table)."""
+CHANGE_NAMES = {"error": "change_error", "error_detail": "change_error_detail"}
+"""Change fields renamed in :func:`explode_changes`'s rows."""
+
+
+def explode_changes(messages: DataFrame) -> DataFrame:
+    """One row per change of each message, its fields as columns.
+
+    A message without changes has one row, whose change columns are null. Message columns
+    keep their names except :data:`ROW_NAMES`; change fields keep theirs except
+    :data:`CHANGE_NAMES`; ``_pos`` is the change's index in its message (null: the message
+    has none). Flat columns, so that a reader of a few of them (the window's positions,
+    the quarantine) does not decode the images.
+    """
+    # posexplode_outer: with posexplode, Spark infers a filter size(changes) > 0 and pushes
+    # it below the parser's projection, which then builds every change twice (measured:
+    # +9.5 s on 1M canal changes). Messages without changes are wanted here anyway.
+    names = [c for c in messages.columns if c != "changes"]
+    exploded = messages.select(
+        *[F.col(c).alias(ROW_NAMES.get(c, c)) for c in names],
+        F.posexplode_outer("changes").alias("_pos", "_c"),
+    )
+    return exploded.select(
+        *[ROW_NAMES.get(c, c) for c in names],
+        "_pos",
+        *[F.col("_c")[f.name].alias(CHANGE_NAMES.get(f.name, f.name)) for f in CHANGE.fields],
+    )
+
+
+def first_of_message() -> Column:
+    """The one row of a message in :func:`explode_changes`'s rows that stands for it."""
+    return F.coalesce(F.col("_pos"), F.lit(0)) == 0
+
+
 @dataclass(frozen=True, slots=True)
 class Sequenced:
-    """A batch's messages after sequencing (lazy DataFrames).
+    """A batch's changes after sequencing, and what the batch leaves for the next one.
 
-    ``messages``: the real messages with the flags :func:`changes_of` and
-    :func:`message_problems` read (``is_pseudo``, ``base``, ``is_replay``, ``consumed``,
-    ``pending``, ``orphan``). ``positions``: every row, the state's pseudo messages
-    included, with what :func:`next_state` and :func:`offsets_of` read (``pos_last`` …).
+    ``rows``: :func:`explode_changes` rows of the batch's real messages (the state's
+    pseudo messages left out, except a carried before half that became an orphan), with
+    ``is_replay``, ``base`` (records of earlier segments of the run), ``consumed`` (a
+    before half merged into its successor), ``pending`` (a before half carried to the
+    next batch) and ``orphan``. ``kafka_key``/``kafka_value`` are kept only where the
+    quarantine or the next state reads them (:func:`_without_unneeded_raw`).
+    ``state``: the :data:`STATE` rows after the batch. ``offsets``: ``kafka_topic,
+    kafka_partition, first, last``, the Kafka offsets of the batch's messages.
     ``cached``: what was persisted for the batch (free it with ``unpersist``).
     """
 
-    messages: DataFrame
-    positions: DataFrame
+    rows: DataFrame
+    state: DataFrame
+    offsets: DataFrame
     cached: tuple[DataFrame, ...] = ()
 
 
@@ -200,38 +153,66 @@ BROADCAST_FLAGS = 1_000_000
 def sequence(
     messages: DataFrame, state: DataFrame, parser: Parser, *, persist: bool = False
 ) -> Sequenced:
-    """Messages (with the state's pseudo messages) annotated for output and next state.
+    """The batch's changes (:attr:`Sequenced.rows`), annotated for output, and the next state.
 
-    Added columns: ``is_pseudo``, ``base`` (records of earlier segments of the run),
-    ``pos_last`` (struct lsn/ordinal, null without a position; in ``positions``),
-    ``is_replay``, ``consumed`` (a before half merged into its successor), ``pending`` (a
-    before half carried to the next batch), ``orphan``. ``kafka_key``/``kafka_value`` are
-    kept only where the quarantine or the next state reads them
-    (:func:`_without_unneeded_raw`).
-
+    The messages' changes are exploded once, into the one frame every output reads
+    (``persist`` caches it: call ``unpersist`` on :attr:`Sequenced.cached` afterwards).
     The window pass needs each Kafka partition's messages in one task, in order: a
     shuffle and a sort. A paired format (DataWorks) merges a before image into the next
-    message, so its whole messages go through the window. Every other format's window
-    reads only :data:`POSITION_COLUMNS`: the messages are cached as parsed (``persist``)
-    and the few rows the window flags (replays, IBM messages continuing a run of earlier
-    segments) are joined back, by broadcast up to :data:`BROADCAST_FLAGS` (measured on 1M canal
-    changes, local[2]: the whole-row shuffle wrote 340 MB and its sort took 11 s).
+    message, so its whole messages go through the window, and the rows are exploded from
+    its output. Every other format's window reads only :data:`POSITION_COLUMNS` of the
+    rows (one per message), and the few messages the window flags (replays, IBM messages
+    continuing a run of earlier segments) are joined back, by broadcast up to
+    :data:`BROADCAST_FLAGS` (measured on 1M canal changes, local[2]: the whole-row shuffle
+    wrote 340 MB and its sort took 11 s).
+
+    One aggregation of the window's output per sequence, collected to the driver (a row
+    per topic, partition and source), gives the flags' count, the offsets read and the
+    next state at once. It runs here, so the rows are computed (and cached) by it.
     """
     slim = _without_unneeded_raw(messages, parser).withColumn("is_pseudo", F.lit(False))
-    pseudo = _pseudo_messages(state, parser).withColumn("is_pseudo", F.col("sort_key") < 0)
+    pseudo = pseudo_messages(state, parser).withColumn("is_pseudo", F.col("sort_key") < 0)
     if parser.paired:
-        annotated = _annotate(slim.unionByName(pseudo), parser)
+        every = explode_changes(_annotate(slim.unionByName(pseudo), parser))
         if persist:
-            annotated = annotated.persist()
-        return Sequenced(
-            messages=annotated.where(~F.col("is_pseudo")),
-            positions=annotated,
-            cached=(annotated,) if persist else (),
+            every = every.persist()
+        change = F.struct(
+            *[F.col(CHANGE_NAMES.get(f.name, f.name)).alias(f.name) for f in CHANGE.fields]
         )
+        positions = every.where(first_of_message()).select(
+            *_SEQ,
+            "is_pseudo",
+            "sort_key",
+            "pos_last",
+            F.col("message_lsn").alias("commit_lsn_num"),
+            "segment",
+            "base",
+            "change_count",
+            "pending",
+            "pair_key",
+            "kafka_offset",
+            "kafka_timestamp",
+            "kafka_key",
+            "kafka_value",
+            F.when(F.col("pending"), F.to_json(change)).alias("pending_json"),
+        )
+        batch = summary(positions, parser, None)
+        return Sequenced(
+            # the state's pending half is an orphan when this batch does not pair it: it
+            # goes to this batch's quarantine (it was not quarantined in its own batch)
+            rows=every.where(~F.col("is_pseudo") | F.col("orphan")),
+            state=batch.state,
+            offsets=batch.offsets,
+            cached=(every, batch.cached) if persist else (batch.cached,),
+        )
+    rows = explode_changes(slim)
     if persist:
-        slim = slim.persist()
+        rows = rows.persist()
     narrow = [*POSITION_COLUMNS, "is_pseudo"]
-    positions = _annotate(slim.select(*narrow).unionByName(pseudo.select(*narrow)), parser)
+    own = rows.where(first_of_message()).select(
+        *[F.col(ROW_NAMES.get(c, c)).alias(c) for c in narrow]
+    )
+    positions = _annotate(own.unionByName(pseudo.select(*narrow)), parser)
     if persist:
         positions = positions.persist()
     # An IBM record row counts one change, and the records of a message are one run, so
@@ -243,26 +224,33 @@ def sequence(
         else F.lit(0).cast("long")
     )
     message_base = F.col("base") - in_message
-    flagged = positions.where(
-        ~F.col("is_pseudo") & (F.col("is_replay") | (message_base != 0))
-    ).select(*_PART, "sort_key", F.col("is_replay").alias("_replay"), message_base.alias("_base"))
-    flags = flagged.count()
-    if flags == 0:
-        joined = slim.withColumns({"is_replay": F.lit(False), "base": in_message})
+    is_flagged = ~F.col("is_pseudo") & (F.col("is_replay") | (message_base != 0))
+    batch = summary(positions, parser, is_flagged)
+    row_base = (
+        F.coalesce(F.col("message_index"), F.lit(0)).cast("long")
+        if parser.segmented
+        else F.lit(0).cast("long")
+    )
+    if batch.flags == 0:
+        joined = rows.withColumns({"is_replay": F.lit(False), "base": row_base})
     else:
-        side = F.broadcast(flagged) if flags <= BROADCAST_FLAGS else flagged
+        flagged = positions.where(is_flagged).select(
+            *_PART, "sort_key", F.col("is_replay").alias("_replay"), message_base.alias("_base")
+        )
+        side = F.broadcast(flagged) if batch.flags <= BROADCAST_FLAGS else flagged
         joined = (
-            slim.join(side, [*_PART, "sort_key"], "left")
+            rows.join(side, [*_PART, "sort_key"], "left")
             .withColumn("is_replay", F.coalesce(F.col("_replay"), F.lit(False)))
-            .withColumn("base", F.coalesce(F.col("_base"), F.lit(0).cast("long")) + in_message)
+            .withColumn("base", F.coalesce(F.col("_base"), F.lit(0).cast("long")) + row_base)
             .drop("_replay", "_base")
         )
     return Sequenced(
-        messages=joined.withColumns(
+        rows=joined.withColumns(
             {"consumed": F.lit(False), "pending": F.lit(False), "orphan": F.lit(False)}
         ),
-        positions=positions,
-        cached=(slim, positions) if persist else (),
+        state=batch.state,
+        offsets=batch.offsets,
+        cached=(rows, positions, batch.cached) if persist else (batch.cached,),
     )
 
 
@@ -358,144 +346,85 @@ def header_ordinal() -> Column:
     return F.when(F.col("change_count") == 1, F.col("header_ordinal"))
 
 
-def next_state(positions: DataFrame, parser: Parser) -> DataFrame:
-    """The state after the batch, one row per topic and partition (:data:`STATE`).
+def outputs(rows: DataFrame, parser: Parser) -> tuple[DataFrame, DataFrame]:
+    """``(changes, problems)`` of :attr:`Sequenced.rows`.
 
-    ``positions`` is :attr:`Sequenced.positions`. A pending before half (paired formats
-    only) is carried with its change as JSON, written for that one row only.
+    ``changes``: every change of the kept messages (not merged into a successor, not
+    pending, not an orphan), as the NORMALIZED columns plus ``error``, ``error_detail``,
+    ``is_replay``. ``problems``: the messages wholly quarantined (unreadable ones and
+    orphan halves), with their Kafka columns, ``reason`` and ``detail``.
     """
-    fields: list[Column | str] = ["commit_lsn_num", "segment", "base", "change_count"]
-    if parser.paired:
-        fields += [
-            "pending",
-            "pair_key",
-            "kafka_offset",
-            "kafka_timestamp",
-            "kafka_key",
-            "kafka_value",
-            F.when(F.col("pending"), F.to_json(F.element_at("changes", 1))).alias("pending_json"),
-        ]
-    last = F.max_by(F.struct(*fields), "sort_key")
-    agg = positions.groupBy(*_SEQ).agg(F.max("pos_last").alias("hwm"), last.alias("last"))
-    open_run = (
-        F.lit(parser.segmented) & F.col("last.segment").isNotNull() & (F.col("last.segment") != 0)
-    )
-
-    def last_pending(name: str) -> Column:
-        """``last.<name>`` when the last message is a pending before half (paired only)."""
-        if not parser.paired:
-            return F.lit(None)
-        return F.when(F.coalesce(F.col("last.pending"), F.lit(False)), F.col(f"last.{name}"))
-
-    cols = {
-        "kafka_topic": F.col("kafka_topic"),
-        "kafka_partition": F.col("kafka_partition"),
-        "source": F.col("source"),
-        "hwm_lsn": F.col("hwm.lsn"),
-        "hwm_ordinal": F.col("hwm.ordinal"),
-        "run_lsn": F.when(open_run, F.col("last.commit_lsn_num")),
-        "run_segment": F.when(open_run, F.col("last.segment")),
-        "run_next": F.when(open_run, F.col("last.base") + F.col("last.change_count")),
-        "pending_json": last_pending("pending_json"),
-        "pending_key": last_pending("pair_key"),
-        "pending_offset": last_pending("kafka_offset"),
-        "pending_timestamp": last_pending("kafka_timestamp"),
-        "pending_kafka_key": last_pending("kafka_key"),
-        "pending_value": last_pending("kafka_value"),
-    }
-    return agg.select(*[cols[f.name].cast(f.dataType).alias(f.name) for f in STATE.fields])
-
-
-def offsets_of(positions: DataFrame) -> DataFrame:
-    """Per topic and partition, the first and last Kafka offset of the batch's messages."""
-    real = positions.where(~F.col("is_pseudo"))
-    return real.groupBy(*_PART).agg(
-        F.min("kafka_offset").alias("first"), F.max("kafka_offset").alias("last")
-    )
-
-
-def changes_of(messages: DataFrame, parser: Parser) -> DataFrame:
-    """Every change of the kept messages, with its Kafka position and flags.
-
-    ``messages`` is :attr:`Sequenced.messages`. Columns: the NORMALIZED columns plus
-    ``error``, ``error_detail``, ``is_replay``.
-    """
-    kept = messages.where(~F.col("consumed") & ~F.col("pending") & ~F.col("orphan"))
-    exploded = (
-        kept.select(
-            "kafka_topic",
-            "kafka_partition",
-            "kafka_offset",
-            "kafka_timestamp",
-            "is_replay",
-            "base",
-            "source",
-            "load",
-            header_ordinal().alias("_header_ordinal"),
-            F.col("record_index").alias("_message_index"),
-            # _outer: with posexplode, Spark infers a filter size(changes) > 0 and pushes it
-            # below the parser's projection, which then builds every change twice (measured:
-            # +9.5 s on 1M canal changes). The outer form's null rows are dropped after it.
-            F.posexplode_outer("changes").alias("_pos", "c"),
-        )
-        .where(F.col("_pos").isNotNull())
-        .withColumn("record_index", F.coalesce(F.col("_message_index"), F.lit(0)) + F.col("_pos"))
-    )
+    kept = ~F.col("consumed") & ~F.col("pending") & ~F.col("orphan")
     ordinal = (
-        F.col("base") + F.col("c.ordinal")
+        F.col("base") + F.col("ordinal")
         if parser.segmented
-        else F.coalesce(F.col("c.ordinal"), F.col("_header_ordinal"))
+        else F.coalesce(F.col("ordinal"), header_ordinal())
     )
-    cols = []
-    for f in NORMALIZED.fields:
-        if f.name == "ordinal":
-            col = ordinal
-        elif f.name == "commit_date":
-            col = F.to_date(F.col("c.commit_time"))
-        elif f.name in (
-            "kafka_topic",
-            "kafka_partition",
-            "kafka_offset",
-            "kafka_timestamp",
-            "record_index",
-            "source",
-            "load",
-        ):
-            col = F.col(f.name)
-        else:
-            col = F.col("c." + f.name)
-        cols.append(col.cast(f.dataType).alias(f.name))
-    return exploded.select(
-        *cols,
-        F.col("c.error").alias("error"),
-        F.col("c.error_detail").alias("error_detail"),
+    special = {
+        "ordinal": ordinal,
+        "commit_date": F.to_date(F.col("commit_time")),
+        "record_index": F.coalesce(F.col("message_index"), F.lit(0)) + F.col("_pos"),
+    }
+    changes = rows.where(F.col("_pos").isNotNull() & kept).select(
+        *[special.get(f.name, F.col(f.name)).cast(f.dataType).alias(f.name) for f in NORMALIZED],
+        F.col("change_error").alias("error"),
+        F.col("change_error_detail").alias("error_detail"),
         "is_replay",
     )
-
-
-def message_problems(messages: DataFrame) -> DataFrame:
-    """Messages wholly quarantined: unreadable ones and orphan halves.
-
-    ``messages`` is :attr:`Sequenced.messages`.
-    """
-    bad = messages.where(F.col("error").isNotNull() | F.col("orphan"))
-    reason = F.coalesce(F.col("error"), F.lit(ERR_ORPHAN))
-    detail = F.coalesce(
-        F.col("error_detail"),
-        F.when(F.col("orphan"), F.lit("update before-image without its after-image")),
+    bad = first_of_message() & (F.col("message_error").isNotNull() | F.col("orphan"))
+    problems = rows.where(bad).select(
+        "kafka_topic",
+        "kafka_partition",
+        "kafka_offset",
+        "kafka_timestamp",
+        "kafka_key",
+        "kafka_value",
+        F.coalesce(F.col("message_error"), F.lit(ERR_ORPHAN)).alias("reason"),
+        F.coalesce(
+            F.col("message_error_detail"),
+            F.when(F.col("orphan"), F.lit("update before-image without its after-image")),
+        ).alias("detail"),
     )
-    return bad.select("*", reason.alias("reason"), detail.alias("detail"))
+    return changes, problems
+
+
+WRITTEN = "written"
+"""The outcome of a change that goes to the normalized table (:func:`tally`)."""
+
+
+def tally(rows: DataFrame) -> DataFrame:
+    """``outcome, count``: changes written (:data:`WRITTEN`) and quarantined rows by reason.
+
+    The counts of :func:`outputs`' changes and quarantine in one aggregation of a few
+    narrow columns of :attr:`Sequenced.rows`.
+    """
+    kept = ~F.col("consumed") & ~F.col("pending") & ~F.col("orphan")
+    is_change = F.col("_pos").isNotNull() & kept
+    change_bad = F.col("change_error").isNotNull() | F.col("is_replay")
+    message_bad = first_of_message() & (F.col("message_error").isNotNull() | F.col("orphan"))
+    outcomes = F.array(
+        F.when(is_change & ~change_bad, F.lit(WRITTEN)),
+        F.when(is_change & change_bad, F.coalesce(F.col("change_error"), F.lit(ERR_REPLAY))),
+        F.when(message_bad, F.coalesce(F.col("message_error"), F.lit(ERR_ORPHAN))),
+    )
+    return (
+        rows.select(F.explode(outcomes).alias("outcome"))
+        .where(F.col("outcome").isNotNull())
+        .groupBy("outcome")
+        .count()
+    )
 
 
 __all__ = [
     "ERR_REPLAY",
     "POSITION_COLUMNS",
     "STATE",
+    "WRITTEN",
     "Sequenced",
-    "changes_of",
     "empty_state",
-    "message_problems",
-    "next_state",
-    "offsets_of",
+    "explode_changes",
+    "local_empty",
+    "outputs",
     "sequence",
+    "tally",
 ]
