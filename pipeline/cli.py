@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from capture.errors import ConfigError
 from capture.flags import add_command, int_at_least
@@ -346,6 +346,38 @@ def session_from_args(
         extra={"spark.ui.showConsoleProgress": "false", **_pairs(args.conf, "--conf")},
     )
     return build_session(options)
+
+
+class _Job(Protocol):
+    """A Spark job of :mod:`pipeline` (normalize, materialize)."""
+
+    def run(self, spark: SparkSession) -> None:
+        """Run the job in ``spark`` until it ends."""
+
+
+def run_submitted(
+    name: str,
+    description: str | None,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    build: Callable[[argparse.Namespace], _Job],
+    argv: list[str] | None,
+) -> int:
+    """Run a ``spark-submit`` entry point (:mod:`pipeline.jobs`).
+
+    Parses ``argv``, sets each ``--conf`` on the active session, runs the job ``build``
+    makes of the arguments.
+    """
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog=f"{name}.py", description=description)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    spark = SparkSession.builder.appName(f"walcast-{name}").getOrCreate()
+    for item in args.conf:
+        key, _, value = item.partition("=")
+        spark.conf.set(key, value)
+    build(args).run(spark)
+    return 0
 
 
 def normalize_job(args: argparse.Namespace) -> NormalizeJob:

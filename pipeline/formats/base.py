@@ -136,6 +136,24 @@ def message(**fields: Column | Any) -> list[Column]:
     return out
 
 
+def change_message(
+    error: Column, detail: Column, lsn: Column, ordinal: Column, changes: Column
+) -> list[Column]:
+    """The MESSAGE columns of a message holding ``changes``, or ``error`` and its ``detail``.
+
+    ``lsn`` and ``ordinal`` are the commit LSN and the first change's ordinal; the detail is
+    kept only when there is an error.
+    """
+    return message(
+        error=error,
+        error_detail=F.when(error.isNotNull(), detail),
+        commit_lsn_num=lsn,
+        first_ordinal=ordinal,
+        change_count=F.size(changes),
+        changes=changes,
+    )
+
+
 def single(ok: Column, the_change: Column) -> Column:
     """``[the_change]`` when ``ok``, else an empty array."""
     return F.when(ok, F.array(the_change)).otherwise(F.array().cast(MESSAGE["changes"].dataType))

@@ -57,8 +57,8 @@ from pipeline.formats.base import (
     attach_layout,
     canonical_image,
     change,
+    change_message,
     layout_types,
-    message,
     no_changes,
 )
 from pipeline.schemas import struct_from_schema
@@ -309,13 +309,4 @@ class CanalParser(Parser):
             .when(F.size(rows) == 1, F.array(row_change(F.col("_row1"), F.lit(0), F.col("_old1"))))
             .otherwise(F.transform(rows, lambda row, i: row_change(row, i)))  # noqa: PLW0108 - Spark counts the lambda's parameters
         )
-        return df.select(
-            *message(
-                error=error,
-                error_detail=F.when(error.isNotNull(), detail),
-                commit_lsn_num=lsn,
-                first_ordinal=ordinal,
-                change_count=F.size(changes),
-                changes=changes,
-            )
-        )
+        return df.select(*change_message(error, detail, lsn, ordinal, changes))

@@ -46,10 +46,10 @@ from pipeline.formats.base import (
     Parser,
     attach_layout,
     change,
+    change_message,
     changed_between,
     empty_names,
     layout_types,
-    message,
     names_of,
     no_changes,
 )
@@ -377,13 +377,4 @@ class DtsAvroParser(Parser):
         changes = F.when(error.isNotNull() | operation.isin(*_CONTROL), no_changes()).otherwise(
             F.array(the_change)
         )
-        return df.select(
-            *message(
-                error=error,
-                error_detail=F.when(error.isNotNull(), detail),
-                commit_lsn_num=lsn,
-                first_ordinal=ordinal,
-                change_count=F.size(changes),
-                changes=changes,
-            )
-        )
+        return df.select(*change_message(error, detail, lsn, ordinal, changes))

@@ -43,9 +43,9 @@ from pipeline.formats.base import (
     attach_layout,
     canonical_image,
     change,
+    change_message,
     empty_names,
     layout_types,
-    message,
     no_changes,
 )
 from pipeline.schemas import struct_from_schema
@@ -216,13 +216,4 @@ class QlikParser(Parser):
             .otherwise(F.lit("DT message without data"))
         )
         changes = F.when(error.isNotNull() | is_md, no_changes()).otherwise(F.array(the_change))
-        return df.select(
-            *message(
-                error=error,
-                error_detail=F.when(error.isNotNull(), detail),
-                commit_lsn_num=lsn,
-                first_ordinal=ordinal,
-                change_count=F.size(changes),
-                changes=changes,
-            )
-        )
+        return df.select(*change_message(error, detail, lsn, ordinal, changes))
