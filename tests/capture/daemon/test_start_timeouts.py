@@ -180,6 +180,29 @@ def test_never_reaching_postgres_stops_after_connect_timeout_with_one_line(
     assert "keeps trying for 3 s" in warnings[0]["detail"]
 
 
+def test_hosts_that_are_all_the_wrong_role_stop_after_connect_timeout(
+    pg_dsn: str, kafka_bootstrap: str
+) -> None:
+    """A multi-host DSN whose hosts are all standbys (issue 22): libpq refuses each for
+    ``target_session_attrs``; one line after ``source.connect_timeout``, libpq's reason.
+
+    The test asks the (primary) test server for a standby: the same refusal, mirrored.
+    """
+    dsn = make_conninfo(pg_dsn, target_session_attrs="standby")
+    start = time.monotonic()
+    done = walcast(
+        "run", "--dsn", dsn, "--slot", "s", "--publication", "p", "--bootstrap-servers",
+        kafka_bootstrap, "--format", "json", "--metrics-port", "0", "--connect-timeout", "3",
+        timeout=90,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    assert 3 <= time.monotonic() - start < 20
+    _, errors = _split(done.stderr)
+    assert len(errors) == 1, done.stderr
+    assert "server is not in hot standby mode" in errors[0], errors[0]
+    assert "walcast gave up after 3 s without reaching PostgreSQL once" in errors[0]
+
+
 def test_the_default_connect_timeout_is_named_as_a_default(kafka_bootstrap: str) -> None:
     """30 s when nothing sets it (the line says it is the default)."""
     port = _free_port()
