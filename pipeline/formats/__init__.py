@@ -20,6 +20,7 @@ _MODULES: dict[str, tuple[str, str]] = {
     "qlik": ("pipeline.formats.qlik", "QlikParser"),
     "ibm": ("pipeline.formats.ibm", "IbmParser"),
     "dts-avro": ("pipeline.formats.dts_avro", "DtsAvroParser"),
+    "debezium": ("pipeline.formats.debezium", "DebeziumParser"),
 }
 FORMAT_NAMES: tuple[str, ...] = tuple(_MODULES)
 

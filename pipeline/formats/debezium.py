@@ -1,0 +1,373 @@
+r"""``debezium``: Debezium PostgreSQL change events (Kafka Connect ``JsonConverter``).
+
+Reads the topics of a real Debezium PostgreSQL connector (3.x, ``plugin.name=pgoutput``)
+and walcast's ``--format debezium`` output alike:
+
+* **Envelope**: the value ``{"before", "after", "source", "op", "ts_ms", …}``, or the
+  same as ``payload`` of ``{"schema", "payload"}`` (the converter's
+  ``schemas.enable=true``). Parser option ``schemas``: ``auto`` (default: each message
+  is read in the form it has; a Debezium value never has top-level ``schema`` and
+  ``payload`` fields, so the forms cannot be confused), ``true`` or ``false`` to insist
+  on one form: a message in the other form is then ``malformed`` with a detail that
+  names the option (and a topic of them fails the job's quarantine-ratio check).
+* **op**: ``c`` → insert, ``r`` (a load row) → insert, ``u`` → update, ``d`` → delete,
+  ``t`` → truncate (no options: Debezium's event does not say CASCADE or RESTART
+  IDENTITY). Tombstones (null value), transaction metadata records (``status``
+  BEGIN/END), heartbeats (``{"ts_ms"}`` alone) and logical-decoding messages (``m``)
+  carry no change. An update that changed the primary key arrives, as Debezium writes
+  it, as a delete of the old key and a create of the new one.
+* **Table**: ``source.schema``/``source.table``; ``source.db`` is the database.
+* **Positions**: a Debezium event carries the change's own LSN (``source.lsn``) and the
+  previous commit's (``source.sequence``), not its commit LSN: ``commit_lsn`` is null,
+  so changes keep Kafka's order (per key: Debezium keys records by primary key) and
+  replays are not detected. walcast's own output adds the ``walcast.ordinal`` header.
+  Debezium delivers at least once: events it sends again after a restart are applied
+  again (the same final row for a table with a key; a keyless table gets the copies).
+  ``xid`` = ``source.txId``; ``commit_time`` = ``source.ts_us`` (else ``ts_ms``).
+* **Primary key**: the layout's, else the field names of the record's key (null key:
+  none, the table is kept as a multiset of rows).
+* **Values**: decoded to PostgreSQL's text by :mod:`.debezium_values`, each by its kind,
+  from the event's Connect schema when it has one, else from the table's layout record
+  (walcast's layout topic) under the modes given by parser options ``decimal_handling``
+  (``precise``), ``time_precision`` (``adaptive``), ``binary_handling`` (``bytes``),
+  which must match the producer's. An event with neither a schema nor a layout for its
+  table cannot be decoded (``AeI=`` may be text or a base64 numeric): its change goes to
+  the quarantine as ``unknown_table``, never into the table with Debezium's encodings.
+  A value that does not decode (a numeric past 38 digits) sends the change to the
+  quarantine as ``unsupported``, the columns named.
+* **Unchanged TOAST**: a value equal to the placeholder (parser option
+  ``unavailable_value_placeholder``, default ``__debezium_unavailable_value``), or to
+  its bytes as Debezium writes them for bytea (base64, hex) and int arrays (the bytes
+  as numbers), is left out of the image and listed in ``unchanged_toast``: the row keeps
+  its previous value. It is never stored. A create event carrying the placeholder (the
+  new key of a primary-key update whose row had unchanged TOAST values) has no value to
+  keep: it goes to the quarantine as ``unsupported``, the columns named, rather than
+  into the table with those columns null.
+* Columns Debezium leaves out (``line``, ``box``, ``tsquery``, ``pg_lsn`` …) are not in
+  the images; see :mod:`.debezium_values` for every value Debezium changes on the way.
+"""
+
+# ruff: noqa: N812
+# (PySpark idiom: `functions as F`)
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import ClassVar
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pipeline.formats.base import (
+    ERR_MALFORMED,
+    ERR_UNKNOWN_TABLE,
+    ERR_UNSUPPORTED,
+    Parser,
+    change,
+    empty_names,
+    message,
+    no_changes,
+)
+from pipeline.formats.debezium_values import (
+    BINARY_MODES,
+    DECIMAL_MODES,
+    TIME_MODES,
+    decoded_image,
+    layout_kind,
+    pg_type_of_kind,
+    schema_kinds,
+    undecoded,
+)
+from pipeline.layouts import column_types, latest_layouts, same_source
+
+PLACEHOLDER = "__debezium_unavailable_value"
+SCHEMAS_MODES = ("auto", "true", "false")
+_OPS = {"c": "insert", "r": "insert", "u": "update", "d": "delete", "t": "truncate"}
+
+_COLUMN_SCHEMA = (
+    "struct<type:string,name:string,field:string,parameters:map<string,string>,"
+    "items:struct<type:string,name:string,parameters:map<string,string>>>"
+)
+_ENVELOPE_SCHEMA = (
+    f"struct<type:string,name:string,fields:array<struct<field:string,type:string,"
+    f"name:string,fields:array<{_COLUMN_SCHEMA}>>>>"
+)
+_SOURCE = (
+    "struct<version:string,connector:string,name:string,ts_ms:long,snapshot:string,"
+    "db:string,sequence:string,ts_us:long,schema:string,table:string,txId:long,lsn:long>"
+)
+_BODY_FIELDS = (
+    f"before:map<string,string>,after:map<string,string>,source:{_SOURCE},op:string,"
+    "ts_ms:long,status:string,id:string"
+)
+VALUE_SCHEMA = f"struct<schema:{_ENVELOPE_SCHEMA},payload:struct<{_BODY_FIELDS}>,{_BODY_FIELDS}>"
+"""The Spark schema a value is read with: both forms (plain, and ``schema``/``payload``)."""
+
+
+def placeholder_forms(placeholder: str) -> list[str]:
+    """The texts the unchanged-TOAST placeholder takes in an image (see the docstring)."""
+    raw = placeholder.encode()
+    return [
+        placeholder,
+        base64.b64encode(raw).decode(),
+        raw.hex(),
+        raw.hex().upper(),
+        json.dumps(list(raw), separators=(",", ":")),
+        json.dumps([placeholder], separators=(",", ":")),
+    ]
+
+
+class DebeziumParser(Parser):
+    """Debezium change events (plain or with Connect schemas) → normalized changes."""
+
+    name: ClassVar[str] = "debezium"
+    option_names: ClassVar[tuple[str, ...]] = (
+        "schemas",
+        "decimal_handling",
+        "time_precision",
+        "binary_handling",
+        "unavailable_value_placeholder",
+    )
+
+    def _checked_options(self) -> dict[str, str]:
+        allowed = {
+            "schemas": SCHEMAS_MODES,
+            "decimal_handling": DECIMAL_MODES,
+            "time_precision": TIME_MODES,
+            "binary_handling": BINARY_MODES,
+        }
+        for key, valid in allowed.items():
+            value = self.options.get(key, valid[0])
+            if value not in valid:
+                raise ValueError(f"debezium: {key} {value!r} is not {'|'.join(valid)}")
+        return {k: self.options.get(k, v[0]) for k, v in allowed.items()}
+
+    def _with_layout(self, df: DataFrame, layouts: DataFrame, options: dict[str, str]) -> DataFrame:
+        """Add ``_layout`` (``types``, ``kinds``, ``primary_key``): built once per layout."""
+        latest = latest_layouts(layouts).select(
+            F.col("source").alias("_l_source"),
+            F.col("schema").alias("_l_schema"),
+            F.col("table").alias("_l_table"),
+            F.struct(
+                "primary_key",
+                column_types(F.col("columns")).alias("types"),
+                F.map_from_arrays(
+                    F.transform("columns", lambda c: c["name"]),
+                    F.transform(
+                        "columns",
+                        lambda c: layout_kind(
+                            c["type"], F.coalesce(c["declared_type"], c["type"]), options
+                        ),
+                    ),
+                ).alias("kinds"),
+            ).alias("_layout"),
+        )
+        joined = df.join(
+            F.broadcast(latest),
+            (F.col("_schema") == F.col("_l_schema"))
+            & (F.col("_table") == F.col("_l_table"))
+            & same_source(F.col("source"), F.col("_l_source")),
+            "left",
+        )
+        return joined.drop("_l_source", "_l_schema", "_l_table")
+
+    def parse(self, records: DataFrame, layouts: DataFrame) -> DataFrame:
+        """See the module docstring."""
+        options = self._checked_options()
+        placeholder = self.options.get("unavailable_value_placeholder", PLACEHOLDER)
+        forms = F.array(*[F.lit(f) for f in placeholder_forms(placeholder)])
+        j = F.col("j")
+        enveloped = j["schema"].isNotNull() & j["payload"].isNotNull()
+
+        def body(name: str) -> Column:
+            return F.when(enveloped, j["payload"][name]).otherwise(j[name])
+
+        parsed = records.withColumn(
+            "j", F.from_json(F.col("value").cast("string"), VALUE_SCHEMA)
+        ).select(
+            "*",
+            body("source")["schema"].alias("_schema"),
+            body("source")["table"].alias("_table"),
+        )
+        df = self._with_layout(parsed, layouts, options)
+        source, op_raw = body("source"), body("op")
+        op = F.element_at(F.create_map(*[F.lit(x) for kv in _OPS.items() for x in kv]), op_raw)
+        row_fields = F.element_at(
+            F.filter(j["schema"]["fields"], lambda f: f["field"].isin("after", "before")), 1
+        )["fields"]
+        layout_types = F.col("_layout.types")
+        df = df.withColumn(
+            "_kinds",
+            F.when(enveloped, schema_kinds(row_fields, layout_types)).otherwise(
+                F.col("_layout.kinds")
+            ),
+        )
+        kinds = F.col("_kinds")
+
+        def kept(image: Column) -> Column:
+            return F.map_filter(
+                image, lambda _k, v: ~F.array_contains(forms, F.coalesce(v, F.lit("")))
+            )
+
+        def toasted(image: Column) -> Column:
+            return F.coalesce(
+                F.map_keys(F.map_filter(image, lambda _k, v: F.array_contains(forms, v))),
+                empty_names(),
+            )
+
+        mode = options["binary_handling"]
+        df = df.select(
+            "*",
+            kept(body("before")).alias("_raw_before"),
+            kept(body("after")).alias("_raw_after"),
+            toasted(body("after")).alias("_toast"),
+        )
+        df = df.select(
+            "*",
+            decoded_image(F.col("_raw_before"), kinds, mode).alias("_before"),
+            decoded_image(F.col("_raw_after"), kinds, mode).alias("_after"),
+        )
+        key_text = F.col("key").cast("string")
+        key_map = F.from_json(key_text, "map<string,string>")
+        key_names = F.when(
+            F.map_contains_key(key_map, F.lit("payload"))
+            & F.map_contains_key(key_map, F.lit("schema")),
+            F.map_keys(F.from_json(F.element_at(key_map, F.lit("payload")), "map<string,string>")),
+        ).otherwise(F.map_keys(key_map))
+        types = F.coalesce(
+            layout_types,
+            F.when(kinds.isNotNull(), F.transform_values(kinds, lambda _k, v: pg_type_of_kind(v))),
+        )
+        bad = F.array_union(
+            undecoded(F.col("_raw_before"), F.col("_before")),
+            undecoded(F.col("_raw_after"), F.col("_after")),
+        )
+        has_images = op.isin("insert", "update", "delete")
+        change_error = (
+            F.when(has_images & kinds.isNull(), F.lit(ERR_UNKNOWN_TABLE))
+            .when(has_images & (F.size(bad) > 0), F.lit(ERR_UNSUPPORTED))
+            .when((op == "insert") & (F.size(F.col("_toast")) > 0), F.lit(ERR_UNSUPPORTED))
+        )
+        table_name = F.concat_ws(".", F.col("_schema"), F.col("_table"))
+        change_detail = (
+            F.when(
+                has_images & kinds.isNull(),
+                F.concat(
+                    F.lit("no column types for "),
+                    table_name,
+                    F.lit(
+                        ": the event has no Connect schema (the producer's schemas.enable "
+                        "is false) and no layout record names the table"
+                    ),
+                ),
+            )
+            .when(
+                has_images & (F.size(bad) > 0),
+                F.concat(
+                    F.lit("values that do not decode in "),
+                    table_name,
+                    F.lit(": "),
+                    F.array_join(bad, ", "),
+                ),
+            )
+            .otherwise(
+                F.concat(
+                    F.lit("create event of "),
+                    table_name,
+                    F.lit(" with unchanged-TOAST placeholders (values unknown): "),
+                    F.array_join(F.col("_toast"), ", "),
+                )
+            )
+        )
+        micros = F.coalesce(source["ts_us"], source["ts_ms"] * F.lit(1000))
+        the_change = change(
+            format=F.lit(self.name),
+            database=source["db"],
+            schema=F.col("_schema"),
+            table=F.col("_table"),
+            op=op,
+            commit_time=F.timestamp_micros(micros),
+            xid=source["txId"],
+            primary_key=F.coalesce(F.col("_layout.primary_key"), key_names, empty_names()),
+            before=F.when(op.isin("update", "delete"), F.col("_before")),
+            after=F.when(op.isin("insert", "update"), F.col("_after")),
+            unchanged_toast=F.when(op == "update", F.col("_toast")).otherwise(empty_names()),
+            changed_columns=F.when(op == "insert", F.map_keys(F.col("_after"))).otherwise(
+                F.when(op == "truncate", empty_names())
+            ),
+            column_types=types,
+            error=change_error,
+            error_detail=F.when(change_error.isNotNull(), change_detail),
+        )
+        error, detail = _message_error(enveloped, op, op_raw, body, options["schemas"])
+        control = (
+            F.col("value").isNull()
+            | body("status").isNotNull()
+            | (op_raw == "m")
+            | (op_raw.isNull() & source.isNull() & body("ts_ms").isNotNull())
+        )
+        changes = F.when(error.isNotNull() | control, no_changes()).otherwise(F.array(the_change))
+        return df.select(
+            *message(
+                error=error,
+                error_detail=F.when(error.isNotNull(), detail),
+                change_count=F.size(changes),
+                changes=changes,
+            )
+        )
+
+
+def _message_error(
+    enveloped: Column, op: Column, op_raw: Column, body: Callable[[str], Column], schemas: str
+) -> tuple[Column, Column]:
+    """``error`` and ``error_detail`` of a message that is not a readable event.
+
+    ``body(field)`` is a field of the event, from ``payload`` in the schema form.
+    """
+    j = F.col("j")
+    tombstone = F.col("value").isNull()
+    if schemas == "false":
+        wrong_form = enveloped
+        form_detail = (
+            "a {schema, payload} value (the producer's schemas.enable is true), but parser "
+            "option schemas=false; set schemas=auto or schemas=true"
+        )
+    elif schemas == "true":
+        wrong_form = ~enveloped
+        form_detail = (
+            "a value without {schema, payload} (the producer's schemas.enable is false), "
+            "but parser option schemas=true; set schemas=auto or schemas=false"
+        )
+    else:
+        wrong_form = F.lit(False)  # noqa: FBT003
+        form_detail = ""
+    is_control = (
+        body("status").isNotNull()
+        | (op_raw == "m")
+        | (op_raw.isNull() & body("source").isNull() & body("ts_ms").isNotNull())
+    )
+    missing_image = ((op.isin("insert", "update")) & body("after").isNull()) | (
+        (op == "delete") & body("before").isNull()
+    )
+    no_table = op.isNotNull() & (
+        body("source")["table"].isNull() | body("source")["schema"].isNull()
+    )
+    error = (
+        F.when(tombstone, F.lit(None).cast("string"))
+        .when(j.isNull(), F.lit(ERR_MALFORMED))
+        .when(wrong_form, F.lit(ERR_MALFORMED))
+        .when(is_control, F.lit(None).cast("string"))
+        .when(op_raw.isNull(), F.lit(ERR_MALFORMED))
+        .when(op.isNull(), F.lit(ERR_UNSUPPORTED))
+        .when(missing_image | no_table, F.lit(ERR_MALFORMED))
+    )
+    detail = (
+        F.when(j.isNull(), F.lit("not a JSON object"))
+        .when(wrong_form, F.lit(form_detail))
+        .when(op_raw.isNull(), F.lit("not a Debezium change event (no op)"))
+        .when(op.isNull(), F.concat(F.lit("Debezium op "), op_raw))
+        .when(missing_image, F.concat(F.lit("op "), op_raw, F.lit(" without its row image")))
+        .otherwise(F.lit("no source.schema/source.table"))
+    )
+    return error, detail
