@@ -80,14 +80,15 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     topic = f"cli.qlik.{uuid.uuid4().hex[:8]}"
+    layouts = f"{topic}.layouts"  # its own: the shared walcast.schemas may hold other records
     made = sc.walcast(
         "produce-test-stream", "--format", "qlik", "--count", "200",
-        "--kafka", kafka_bootstrap, "--topic", topic,
+        "--kafka", kafka_bootstrap, "--topic", topic, "--schema-topic", layouts,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     wrong = normalize(
         tmp_path / "wrong", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-        "--format", "canal",
+        "--format", "canal", "--layout-topic", layouts,
     )  # fmt: skip
     assert wrong.returncode == 5
     assert_one_line_error(wrong, "do not parse as canal", "--max-quarantine-ratio", "--format")
@@ -95,7 +96,7 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
 
     right = normalize(
         tmp_path / "right", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-        "--format", "qlik",
+        "--format", "qlik", "--layout-topic", layouts,
     )  # fmt: skip
     assert right.returncode == 0, right.stderr[-3000:]
     lines = right.stderr.splitlines()
@@ -109,7 +110,8 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
     folded = sc.walcast(
         "spark", "materialize", "--input", str(tmp_path / "right" / "out"),
         "--output", str(tmp_path / "state"), "--checkpoint", str(tmp_path / "state-cp"),
-        "--bootstrap-servers", kafka_bootstrap, "--parquet", "--available-now",
+        "--bootstrap-servers", kafka_bootstrap, "--layout-topic", layouts, "--parquet",
+        "--available-now",
     )  # fmt: skip
     assert folded.returncode == 0, folded.stderr[-3000:]
     batch, done = folded.stderr.splitlines()  # nothing else: no Spark or JVM notice

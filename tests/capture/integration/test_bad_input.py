@@ -219,7 +219,8 @@ def test_no_password_in_any_dsn_error(
             "--bootstrap-servers", kafka_bootstrap, "--format", "json", "--metrics-port", "0",
             env={"WALCAST_DSN": dsn}, timeout=120,
         )  # fmt: skip
-        done.error_line(needle, json_logs=True)
+        # the line names the setting as it was given: $WALCAST_DSN, not --dsn
+        done.error_line(needle.replace("dsn: not a", "$WALCAST_DSN: not a"), json_logs=True)
 
 
 def test_no_password_from_the_environment_in_other_commands(kafka_bootstrap: str) -> None:

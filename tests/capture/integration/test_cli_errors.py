@@ -298,7 +298,7 @@ def test_deprecated_degraded_after_and_the_new_flags_through_the_cli() -> None:
         timeout=60,
     )  # fmt: skip
     assert bad.returncode == 2
-    assert bad.stderr.strip() == "walcast: error: source.receive_timeout: 0.5 must be at least 1"
+    assert bad.stderr.strip() == "walcast: error: --receive-timeout: 0.5 must be at least 1"
 
 
 class _AuthServer:

@@ -30,8 +30,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from capture import tail
+from capture import assembly, tail
 from capture.errors import BinaryTypeError
+from capture.load_mode import SnapshotMode
 from capture.relcache import KeyResolver
 from capture.replication.binary_check import binary_type_resolver, check_binary_columns
 from capture.source import ReplicationSource, SourceConfig
@@ -180,10 +181,10 @@ def _in_process(
     monkeypatch: pytest.MonkeyPatch, stream: Stream, slot: str, publication: str, events: int,
     *, binary: bool,
 ) -> list[dict]:  # fmt: skip
-    monkeypatch.setattr(tail, "ReplicationSource", WiredSource)
+    monkeypatch.setattr(assembly, "ReplicationSource", WiredSource)
     config = SourceConfig(stream.dsn, stream.slots[slot], [publication], binary=binary)
     out = io.BytesIO()
-    tail.run_tail(config, "json", {}, out, max_events=events, snapshot="never")
+    tail.run_tail(config, "json", None, out, max_events=events, snapshot=SnapshotMode.NEVER)
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
