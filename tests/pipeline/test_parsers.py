@@ -381,7 +381,13 @@ def _compare(fmt: str, changes: list[dict], events) -> None:
                 assert expected.same_value(want_before[k], got_before[k], types[k]), (where, k)
 
 
-@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+# debezium events carry no commit LSN and ordinal to match changes by (a documented decision
+# of pipeline/formats/debezium.py): its round trip from walcast's encoder is checked in
+# tests/pipeline/test_debezium_walcast.py (materialized, equal to the stream's final state).
+POSITIONED_FORMATS = tuple(f for f in FORMAT_NAMES if f != "debezium")
+
+
+@pytest.mark.parametrize("fmt", POSITIONED_FORMATS)
 def test_generated_stream_matches_the_source_changes(spark, fmt: str) -> None:
     settings = {"canal.walcast_keys": "true"} if fmt == "canal" else {}
     if fmt == "ibm":
