@@ -31,9 +31,7 @@ from capture.replication.side import SideConnection
 from capture.sinks.stream import StreamSink
 from capture.source import SourceConfig
 from tests.readers import reference
-from tests.readers.test_debezium_reference import _expected_records, _scenario_sql
-from tests.support import scenario as sc
-from tests.support import test_decoding
+from tests.readers.test_debezium_reference import _scenario_sql, scenario_workload
 from tests.support.debezium_reference import DebeziumRecord, run_reference
 
 PREFIX = "wdbzc"
@@ -116,20 +114,7 @@ def run_both(dbz_dsn: str, workdir: Path) -> Outputs:
         conn.execute(create, (slots["td"], "test_decoding"))
         conn.execute(create, (slots["debezium"], "pgoutput"))
         conn.execute(create, (slots["walcast"], "pgoutput"))
-    _scenario_sql(dbz_dsn, "scenario_changes.sql", SCHEMA)
-    _scenario_sql(dbz_dsn, "scenario_stream.sql", SCHEMA)
-    with psycopg.connect(dbz_dsn, autocommit=True) as conn:
-        conn.execute(sc.SESSION)
-        lines = [
-            row[0]
-            for row in conn.execute(
-                "SELECT data FROM pg_logical_slot_get_changes(%s, NULL, NULL, 'include-xids', "
-                "'1', 'include-timestamp', '1', 'skip-empty-xacts', '1')",
-                (slots["td"],),
-            )
-        ]
-        tables = reference.catalog_tables(conn, SCHEMA)
-    expected = list(_expected_records(test_decoding.parse(lines, schema=SCHEMA), tables))
+    tables, _, expected = scenario_workload(dbz_dsn, SCHEMA, slots["td"])
     theirs = run_reference(
         dbz_dsn, slots["debezium"], publication, topic_prefix=PREFIX,
         max_records=len(expected), idle_timeout=60,

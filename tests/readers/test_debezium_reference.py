@@ -471,6 +471,36 @@ def _expected_records(
             yield change.table, "u", new_key
 
 
+def scenario_workload(
+    dsn: str, schema: str, td_slot: str
+) -> tuple[
+    dict[str, reference.RefTable],
+    list[test_decoding.Change],
+    list[tuple[str, str | None, dict[str, Any] | None]],
+]:
+    """Run the capture scenario's changes in ``schema``: its tables, the changes PostgreSQL
+    decoded and the records Debezium is expected to write for them.
+
+    The expectation comes from ``td_slot`` (test_decoding, created before the workload), as
+    PostgreSQL itself decoded the same WAL.
+    """
+    _scenario_sql(dsn, "scenario_changes.sql", schema)
+    _scenario_sql(dsn, "scenario_stream.sql", schema)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sc.SESSION)
+        lines = [
+            row[0]
+            for row in conn.execute(
+                "SELECT data FROM pg_logical_slot_get_changes(%s, NULL, NULL, 'include-xids', "
+                "'1', 'include-timestamp', '1', 'skip-empty-xacts', '1')",
+                (td_slot,),
+            )
+        ]
+        tables = reference.catalog_tables(conn, schema)
+    changes = test_decoding.parse(lines, schema=schema)
+    return tables, changes, list(_expected_records(changes, tables))
+
+
 def _key(columns: tuple[str, ...], image: dict[str, Any]) -> dict[str, Any] | None:
     return {c: int(image[c]) for c in columns} if columns else None
 
@@ -488,21 +518,7 @@ def test_capture_scenario_every_type(dbz_dsn: str, tmp_path: Path) -> None:
         )
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (td_slot,))
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
-    _scenario_sql(dbz_dsn, "scenario_changes.sql", schema)
-    _scenario_sql(dbz_dsn, "scenario_stream.sql", schema)
-    with psycopg.connect(dbz_dsn, autocommit=True) as conn:
-        conn.execute(sc.SESSION)
-        lines = [
-            row[0]
-            for row in conn.execute(
-                "SELECT data FROM pg_logical_slot_get_changes(%s, NULL, NULL, 'include-xids', "
-                "'1', 'include-timestamp', '1', 'skip-empty-xacts', '1')",
-                (td_slot,),
-            )
-        ]
-        tables = reference.catalog_tables(conn, schema)
-    changes = test_decoding.parse(lines, schema=schema)
-    expected = list(_expected_records(changes, tables))
+    tables, changes, expected = scenario_workload(dbz_dsn, schema, td_slot)
 
     output = run_reference(
         dbz_dsn, slot, publication, topic_prefix=PREFIX, max_records=len(expected),
