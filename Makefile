@@ -98,7 +98,7 @@ OTHER_PG_MAJORS = $(filter-out $(SYSTEM_PG_MAJOR),$(SUPPORTED_PG_MAJORS))
 
 # Every test on the system's PostgreSQL (Debian's 15), then the capture core on the others.
 test: test-prerequisites setup lint typecheck
-	eval "$$($(SERVICES) start all)" && $(PYTHON) -m pytest -q
+	eval "$$($(SERVICES) start all)" && $(PYTHON) -m pytest -q --durations=25
 	$(MAKE) --no-print-directory test-versions PG_MAJORS="$(OTHER_PG_MAJORS)"
 
 # The capture core (tests marked `core`) once per PostgreSQL major, in one pytest session

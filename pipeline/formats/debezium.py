@@ -223,10 +223,15 @@ class DebeziumParser(Parser):
             kept(body("after")).alias("_raw_after"),
             toasted(body("after")).alias("_toast"),
         )
-        df = df.select(
+        # One decoding expression for both images (built and planned once, not twice).
+        both = F.transform(
+            F.array(F.col("_raw_before"), F.col("_raw_after")),
+            lambda image: decoded_image(image, kinds, mode),
+        )
+        df = df.withColumn("_both", both).select(
             "*",
-            decoded_image(F.col("_raw_before"), kinds, mode).alias("_before"),
-            decoded_image(F.col("_raw_after"), kinds, mode).alias("_after"),
+            F.col("_both")[0].alias("_before"),
+            F.col("_both")[1].alias("_after"),
         )
         key_text = F.col("key").cast("string")
         key_map = F.from_json(key_text, "map<string,string>")

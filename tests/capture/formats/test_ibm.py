@@ -27,9 +27,7 @@ from capture.events import (
 )
 from capture.formats import EncodedMessage, FormatOptions, parse_settings
 from capture.formats.ibm import (
-    HEADER_BYTES,
     HEADER_FIELDS,
-    RECORD_OVERHEAD,
     IbmDelimitedEncoder,
     format_commit_lsn,
     format_transaction_id,
@@ -37,6 +35,7 @@ from capture.formats.ibm import (
     parse_transaction_id,
 )
 from capture.formats.ibm_records import split_records
+from capture.formats.ibm_settings import HEADER_BYTES, RECORD_OVERHEAD
 from capture.formats.layout import layout_record
 from capture.lsn import parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
