@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -65,6 +66,12 @@ ABORT_TIMEOUT: Final = 10.0
 """Seconds :meth:`TransactionalKafkaSink.abort` tries before leaving the transaction to the
 next instance's ``init_transactions`` (or the broker's timeout)."""
 WAIT_STEP: Final = 0.5
+CRASH_AFTER_COMMITS_ENV: Final = "WALCAST_TEST_CRASH_AFTER_COMMITS"
+"""Failure injection for tests, never for users: with ``N`` set, the process ends at once
+(``os._exit(CRASH_EXIT_CODE)``: nothing flushed, nothing acknowledged, as a ``kill -9``)
+right after its N-th Kafka transaction commit, before the slot hears of it. This places a
+crash exactly between a commit and its acknowledgement, where a kill lands only by chance."""
+CRASH_EXIT_CODE: Final = 99
 """The longest single blocking call: ``wait_hook`` runs at least this often."""
 
 
@@ -113,6 +120,8 @@ class TransactionalKafkaSink(KafkaSink):
         self.committed: OffsetRecord | None = None
         """What Kafka holds for this source (read at start, then each commit's record)."""
         self.commits = 0
+        crash_after = os.environ.get(CRASH_AFTER_COMMITS_ENV, "")
+        self._crash_after = int(crash_after) if crash_after.isdigit() else None
         self.aborts = 0
         self._plain = self.producer
         self._discarded: Producer | None = None
@@ -550,6 +559,8 @@ class TransactionalKafkaSink(KafkaSink):
         if self._record is not None:
             self.committed = self._record
         self.commits += 1
+        if self._crash_after is not None and self.commits >= self._crash_after:
+            os._exit(CRASH_EXIT_CODE)  # failure injection: see CRASH_AFTER_COMMITS_ENV
         self.last_delivery = self._clock()
         self._reset_transaction()
         return True
