@@ -66,13 +66,13 @@ ABORT_TIMEOUT: Final = 10.0
 """Seconds :meth:`TransactionalKafkaSink.abort` tries before leaving the transaction to the
 next instance's ``init_transactions`` (or the broker's timeout)."""
 WAIT_STEP: Final = 0.5
+"""The longest single blocking call: ``wait_hook`` runs at least this often."""
 CRASH_AFTER_COMMITS_ENV: Final = "WALCAST_TEST_CRASH_AFTER_COMMITS"
 """Failure injection for tests, never for users: with ``N`` set, the process ends at once
 (``os._exit(CRASH_EXIT_CODE)``: nothing flushed, nothing acknowledged, as a ``kill -9``)
 right after its N-th Kafka transaction commit, before the slot hears of it. This places a
 crash exactly between a commit and its acknowledgement, where a kill lands only by chance."""
 CRASH_EXIT_CODE: Final = 99
-"""The longest single blocking call: ``wait_hook`` runs at least this often."""
 
 
 class TransactionalKafkaSink(KafkaSink):

@@ -412,16 +412,14 @@ def scalar_text(
     scale: Column,
     length: Column,
     pg: Column,
-    binary_mode: str = "bytes",
-    unscaled: Column | None = None,
+    binary_mode: str,
+    unscaled: Column,
 ) -> Column:
     """PostgreSQL's text of one value of a non-array kind (see the module docstring).
 
     ``unscaled``: the value's :func:`decimal_unscaled`, computed in an earlier pass (see
-    :func:`decoded_image`); None computes it here.
+    :func:`decoded_image`).
     """
-    if unscaled is None:
-        unscaled = decimal_unscaled(value, cname)
     as_long = value.cast("long")
     variable_scale = F.get_json_object(value, "$.scale")
     nanos = value.cast("decimal(38,0)")
