@@ -13,6 +13,7 @@ connections, a broker that is down).
 from __future__ import annotations
 
 import enum
+from dataclasses import KW_ONLY, dataclass, replace
 
 
 def lsn_text(lsn: int) -> str:
@@ -129,6 +130,7 @@ class ConnectionLostError(WalcastError):
     exit_code = 4
 
 
+@dataclass(eq=False, repr=False)
 class DecodeError(WalcastError):
     """A message could not be decoded, or decoded into a change that does not fit its table.
 
@@ -144,22 +146,15 @@ class DecodeError(WalcastError):
 
     exit_code = 5
 
-    def __init__(
-        self,
-        reason: str,
-        *,
-        message_type: str,
-        offset: int | None,
-        lsn: int | None = None,
-        relation: str | None = None,
-        column: str | None = None,
-    ) -> None:
-        self.reason = reason
-        self.message_type = message_type
-        self.offset = offset
-        self.lsn = lsn
-        self.relation = relation
-        self.column = column
+    reason: str
+    _: KW_ONLY
+    message_type: str
+    offset: int | None
+    lsn: int | None = None
+    relation: str | None = None
+    column: str | None = None
+
+    def __post_init__(self) -> None:
         super().__init__(
             self._render(),
             hint="nothing from this position on was acknowledged; report it with the server "
@@ -180,14 +175,7 @@ class DecodeError(WalcastError):
 
     def at_lsn(self, lsn: int) -> DecodeError:
         """Return a copy that also names the WAL position ``lsn``."""
-        return DecodeError(
-            self.reason,
-            message_type=self.message_type,
-            offset=self.offset,
-            lsn=lsn,
-            relation=self.relation,
-            column=self.column,
-        )
+        return replace(self, lsn=lsn)
 
 
 class UnknownRelationError(WalcastError):
@@ -196,6 +184,7 @@ class UnknownRelationError(WalcastError):
     exit_code = 5
 
 
+@dataclass(eq=False, repr=False)
 class BinaryTypeError(ConfigError):
     """In binary mode (``--binary``), a published column has a type walcast cannot decode.
 
@@ -208,23 +197,18 @@ class BinaryTypeError(ConfigError):
     out of the publication, or changes the column's type.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        relation: str,
-        column: str,
-        type_name: str,
-        lsn: int | None = None,
-        hint: str | None = None,
-    ) -> None:
-        self.relation = relation
-        self.column = column
-        self.type_name = type_name
-        self.lsn = lsn
+    message: str
+    _: KW_ONLY
+    relation: str
+    column: str
+    type_name: str
+    lsn: int | None = None
+    hint: str | None = None
+
+    def __post_init__(self) -> None:
         super().__init__(
-            message,
-            hint=hint
-            or f"run without --binary, leave {relation} out of the publication, or change "
-            f"the type of column {column}",
+            self.message,
+            hint=self.hint
+            or f"run without --binary, leave {self.relation} out of the publication, or change "
+            f"the type of column {self.column}",
         )

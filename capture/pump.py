@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from capture.consistency import explain
@@ -79,34 +80,28 @@ def needs_transaction_sizes(formats: Iterable[str]) -> bool:
     return any(format_class(f).needs_transaction_size for f in formats)
 
 
+@dataclass(eq=False)
 class Pump:
     """Moves items from ``source`` through ``outputs``' encoders into ``sink``."""
 
-    def __init__(
-        self,
-        source: Source,
-        sink: Sink,
-        outputs: list[Output],
-        ledger: PositionLedger,
-        *,
-        split_key_updates: bool = False,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.source = source
-        self.sink = sink
-        self.outputs = outputs
-        self.ledger = ledger
-        self.split_key_updates = split_key_updates
-        self.clock = clock
-        self.changes = 0
-        """Row changes (and load rows) read from the source."""
-        self.transactions = 0
-        self.acked_lsn = 0
-        """What this pump last acknowledged to its source."""
-        self._stop: Callable[[], bool] = lambda: False
-        self._last_table: Table | None = None
-        ledger.set_ack_limit(source.ack_limit)
-        sink.wait_hook = self._wait_tick
+    source: Source
+    sink: Sink
+    outputs: list[Output]
+    ledger: PositionLedger
+    _: KW_ONLY
+    split_key_updates: bool = False
+    clock: Callable[[], float] = time.monotonic
+    changes: int = field(default=0, init=False)
+    """Row changes (and load rows) read from the source."""
+    transactions: int = field(default=0, init=False)
+    acked_lsn: int = field(default=0, init=False)
+    """What this pump last acknowledged to its source."""
+    _stop: Callable[[], bool] = field(default=lambda: False, init=False)
+    _last_table: Table | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.ledger.set_ack_limit(self.source.ack_limit)
+        self.sink.wait_hook = self._wait_tick
 
     # -- running -----------------------------------------------------------------------------
 

@@ -47,37 +47,14 @@ from capture.events import (
     TransactionCommit,
 )
 from capture.lsn import format_lsn
+from capture.pgoutput import messages as pg
 from capture.pgoutput.decoder import PgOutputDecoder
-from capture.pgoutput.messages import (
-    Begin,
-    BeginPrepare,
-    Commit,
-    CommitPrepared,
-    Delete,
-    Insert,
-    LogicalMessage,
-    Message,
-    MessageType,
-    Origin,
-    Prepare,
-    Relation,
-    RollbackPrepared,
-    StreamAbort,
-    StreamCommit,
-    StreamPrepare,
-    StreamStart,
-    StreamStop,
-    Truncate,
-    TupleData,
-    Type,
-    Update,
-)
 from capture.relcache import RelationCache
 from capture.spill import DEFAULT_MEMORY_LIMIT, SpillBuffer
 
 _NO_ITEMS: Final[tuple[StreamItem, ...]] = ()
-_ROW_TYPES: Final = frozenset({MessageType.INSERT, MessageType.UPDATE, MessageType.DELETE})
-_TRUNCATE: Final = MessageType.TRUNCATE
+_ROW_TYPES: Final = frozenset({pg.MessageType.INSERT, pg.MessageType.UPDATE, pg.MessageType.DELETE})
+_TRUNCATE: Final = pg.MessageType.TRUNCATE
 _INSERT: Final = Op.INSERT
 _join: Final = b"".join
 
@@ -143,26 +120,26 @@ class TransactionAssembler:
         """Kind bytes of a plain old key image, per table (see :mod:`capture.consistency`)."""
         self._replaying: tuple[Generator[StreamItem, None, None], _Held] | None = None
         """The replay in progress and its held transaction (until the replay ends)."""
-        self._handlers: dict[type, Callable[[Message, bytes, int], Iterable[StreamItem]]] = {
-            Begin: self._begin,
-            Commit: self._commit,
-            Origin: self._ignore,
-            Relation: self._relation,
-            Type: self._type,
-            Insert: self._row,
-            Update: self._row,
-            Delete: self._row,
-            Truncate: self._row,
-            LogicalMessage: self._logical_message,
-            StreamStart: self._stream_start,
-            StreamStop: self._stream_stop,
-            StreamCommit: self._stream_commit,
-            StreamAbort: self._stream_abort,
-            BeginPrepare: self._begin_prepare,
-            Prepare: self._prepare,
-            StreamPrepare: self._stream_prepare,
-            CommitPrepared: self._commit_prepared,
-            RollbackPrepared: self._rollback_prepared,
+        self._handlers: dict[type, Callable[[pg.Message, bytes, int], Iterable[StreamItem]]] = {
+            pg.Begin: self._begin,
+            pg.Commit: self._commit,
+            pg.Origin: self._ignore,
+            pg.Relation: self._relation,
+            pg.Type: self._type,
+            pg.Insert: self._row,
+            pg.Update: self._row,
+            pg.Delete: self._row,
+            pg.Truncate: self._row,
+            pg.LogicalMessage: self._logical_message,
+            pg.StreamStart: self._stream_start,
+            pg.StreamStop: self._stream_stop,
+            pg.StreamCommit: self._stream_commit,
+            pg.StreamAbort: self._stream_abort,
+            pg.BeginPrepare: self._begin_prepare,
+            pg.Prepare: self._prepare,
+            pg.StreamPrepare: self._stream_prepare,
+            pg.CommitPrepared: self._commit_prepared,
+            pg.RollbackPrepared: self._rollback_prepared,
         }
 
     # -- public ------------------------------------------------------------------------------
@@ -190,19 +167,19 @@ class TransactionAssembler:
             pending.append(self._preparing[1].prepare_lsn)
         return min([lsn, *pending])
 
-    def feed(self, message: Message, raw: bytes, wal_start: int) -> Iterable[StreamItem]:
+    def feed(self, message: pg.Message, raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         """Process one message; return the items that became final (often none or one)."""
         try:
             if self._current_stream is not None and not isinstance(
-                message, StreamStop | StreamStart
+                message, pg.StreamStop | pg.StreamStart
             ):
                 return self._hold(self._current_stream, message, raw, wal_start)
-            if self._preparing is not None and not isinstance(message, Prepare):
+            if self._preparing is not None and not isinstance(message, pg.Prepare):
                 return self._hold(self._preparing[1], message, raw, wal_start)
             if (
                 self._open is not None
                 and self._open.held is not None
-                and not isinstance(message, Commit | Begin)
+                and not isinstance(message, pg.Commit | pg.Begin)
             ):
                 return self._hold(self._open.held, message, raw, wal_start)
             return self._handlers[type(message)](message, raw, wal_start)
@@ -229,8 +206,8 @@ class TransactionAssembler:
 
     # -- ordinary transactions --------------------------------------------------------------
 
-    def _begin(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
-        assert isinstance(message, Begin)
+    def _begin(self, message: pg.Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
+        assert isinstance(message, pg.Begin)
         if self._open is not None:
             raise self._state_error("Begin inside an open transaction", wal_start)
         self._open = _Open(message.xid, message.final_lsn, message.commit_ts)
@@ -239,8 +216,8 @@ class TransactionAssembler:
             return _NO_ITEMS
         return [TransactionBegin(message.xid, message.final_lsn, message.commit_ts)]
 
-    def _commit(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
-        assert isinstance(message, Commit)
+    def _commit(self, message: pg.Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
+        assert isinstance(message, pg.Commit)
         opened = self._open
         if opened is None:
             raise self._state_error("Commit without Begin", wal_start)
@@ -255,33 +232,33 @@ class TransactionAssembler:
             )
         ]
 
-    def _ignore(self, _message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
+    def _ignore(self, _message: pg.Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
         return _NO_ITEMS
 
-    def _relation(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
-        assert isinstance(message, Relation)
+    def _relation(self, message: pg.Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
+        assert isinstance(message, pg.Relation)
         self.relations.apply_relation(message, lsn=wal_start)
         return _NO_ITEMS
 
-    def _type(self, message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
-        assert isinstance(message, Type)
+    def _type(self, message: pg.Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
+        assert isinstance(message, pg.Type)
         self.relations.apply_type(message)
         return _NO_ITEMS
 
-    def _row(self, message: Message, raw: bytes, wal_start: int) -> Iterable[StreamItem]:
+    def _row(self, message: pg.Message, raw: bytes, wal_start: int) -> Iterable[StreamItem]:
         opened = self._open
         if opened is None:
             raise self._state_error(f"{type(message).__name__} outside a transaction", wal_start)
         return self._changes(opened, message, raw, wal_start)
 
     def _changes(
-        self, opened: _Open, message: Message, raw: bytes, wal_start: int
+        self, opened: _Open, message: pg.Message, raw: bytes, wal_start: int
     ) -> Iterable[StreamItem]:
         """Build the change events of one row message inside ``opened``.
 
         Every tuple is checked against its table first (:func:`~capture.consistency.check_row`).
         """
-        if type(message) is Insert:
+        if type(message) is pg.Insert:
             table, text_kinds = self._rows.get(message.relation_id) or self._unknown(
                 message.relation_id, wal_start
             )
@@ -299,9 +276,9 @@ class TransactionAssembler:
                     opened.commit_lsn, opened.commit_ts, opened.ordinal,
                 )
             ]  # fmt: skip
-        if isinstance(message, Update | Delete):
+        if isinstance(message, pg.Update | pg.Delete):
             # An UPDATE has a new tuple, a DELETE none; both may carry the old one.
-            after_tuple = message.new if isinstance(message, Update) else None
+            after_tuple = message.new if isinstance(message, pg.Update) else None
             table = self.relations.table(message.relation_id, lsn=wal_start)
             self._check_images(
                 table, "D" if after_tuple is None else "U", raw, wal_start, message.old_is_key,
@@ -320,7 +297,7 @@ class TransactionAssembler:
                     opened.commit_lsn, opened.commit_ts, opened.ordinal,
                 )
             ]  # fmt: skip
-        if isinstance(message, Truncate):
+        if isinstance(message, pg.Truncate):
             items: list[StreamItem] = []
             for relation_id in message.relation_ids:
                 table = self.relations.table(relation_id, lsn=wal_start)
@@ -332,7 +309,7 @@ class TransactionAssembler:
                     )
                 )  # fmt: skip
             return items
-        if isinstance(message, LogicalMessage):
+        if isinstance(message, pg.LogicalMessage):
             return [
                 LogicalMessageEvent(
                     message.lsn, message.prefix, message.content, message.transactional, opened.xid
@@ -351,8 +328,8 @@ class TransactionAssembler:
         raw: bytes,
         wal_start: int,
         old_is_key: bool,
-        old: TupleData | None,
-        new: TupleData | None,
+        old: pg.TupleData | None,
+        new: pg.TupleData | None,
     ) -> None:
         """Check the images of an Update or Delete (see :mod:`capture.consistency`)."""
         text_kinds = self._rows[table.relation_id][1]
@@ -370,9 +347,9 @@ class TransactionAssembler:
             check_row(table, message_type, raw, wal_start, old)
 
     def _logical_message(
-        self, message: Message, raw: bytes, wal_start: int
+        self, message: pg.Message, raw: bytes, wal_start: int
     ) -> Iterable[StreamItem]:
-        assert isinstance(message, LogicalMessage)
+        assert isinstance(message, pg.LogicalMessage)
         if message.transactional and self._open is not None:
             return self._changes(self._open, message, raw, wal_start)
         return [
@@ -387,16 +364,18 @@ class TransactionAssembler:
         return _Held(SpillBuffer(self._memory_limit, self._spill_dir), streamed)
 
     def _hold(
-        self, held: _Held, message: Message, raw: bytes, wal_start: int
+        self, held: _Held, message: pg.Message, raw: bytes, wal_start: int
     ) -> Iterable[StreamItem]:
-        if isinstance(message, LogicalMessage) and not message.transactional:
+        if isinstance(message, pg.LogicalMessage) and not message.transactional:
             return self._logical_message(message, raw, wal_start)
         xid = getattr(message, "xid", None)
         held.buffer.append(xid if isinstance(xid, int) else 0, wal_start, raw)
         return _NO_ITEMS
 
-    def _stream_start(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
-        assert isinstance(message, StreamStart)
+    def _stream_start(
+        self, message: pg.Message, _raw: bytes, wal_start: int
+    ) -> Iterable[StreamItem]:
+        assert isinstance(message, pg.StreamStart)
         if self._open is not None or self._current_stream is not None:
             raise self._state_error("Stream Start inside an open transaction or chunk", wal_start)
         held = self._streams.get(message.xid)
@@ -405,16 +384,18 @@ class TransactionAssembler:
         self._current_stream = held
         return _NO_ITEMS
 
-    def _stream_stop(self, _message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
+    def _stream_stop(
+        self, _message: pg.Message, _raw: bytes, wal_start: int
+    ) -> Iterable[StreamItem]:
         if self._current_stream is None:
             raise self._state_error("Stream Stop outside a streamed chunk", wal_start)
         self._current_stream = None
         return _NO_ITEMS
 
     def _stream_commit(
-        self, message: Message, _raw: bytes, _wal_start: int
+        self, message: pg.Message, _raw: bytes, _wal_start: int
     ) -> Iterable[StreamItem]:
-        assert isinstance(message, StreamCommit)
+        assert isinstance(message, pg.StreamCommit)
         held = self._streams.pop(message.xid, None)
         if held is None:
             # A transaction whose every change was filtered out may still be announced.
@@ -423,8 +404,10 @@ class TransactionAssembler:
             held, message.xid, message.commit_lsn, message.end_lsn, message.commit_ts
         )
 
-    def _stream_abort(self, message: Message, _raw: bytes, _wal_start: int) -> Iterable[StreamItem]:
-        assert isinstance(message, StreamAbort)
+    def _stream_abort(
+        self, message: pg.Message, _raw: bytes, _wal_start: int
+    ) -> Iterable[StreamItem]:
+        assert isinstance(message, pg.StreamAbort)
         if message.subxid == message.xid:
             held = self._streams.pop(message.xid, None)
             if held is not None:
@@ -466,9 +449,9 @@ class TransactionAssembler:
                     message = decoder.decode(raw)
                 except DecodeError as exc:
                     raise exc.at_lsn(at) from None
-                if isinstance(message, Relation):
+                if isinstance(message, pg.Relation):
                     relations.apply_relation(message, lsn=at)
-                elif isinstance(message, Type):
+                elif isinstance(message, pg.Type):
                     relations.apply_type(message)
                 else:
                     yield from changes(opened, message, raw, at)
@@ -494,8 +477,10 @@ class TransactionAssembler:
 
     # -- two-phase (v3+) ------------------------------------------------------------------------
 
-    def _begin_prepare(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
-        assert isinstance(message, BeginPrepare)
+    def _begin_prepare(
+        self, message: pg.Message, _raw: bytes, wal_start: int
+    ) -> Iterable[StreamItem]:
+        assert isinstance(message, pg.BeginPrepare)
         if self._open is not None or self._preparing is not None:
             raise self._state_error("Begin Prepare inside an open transaction", wal_start)
         held = self._new_held(streamed=False)
@@ -503,8 +488,8 @@ class TransactionAssembler:
         self._preparing = (message.gid, held)
         return _NO_ITEMS
 
-    def _prepare(self, message: Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
-        assert isinstance(message, Prepare)
+    def _prepare(self, message: pg.Message, _raw: bytes, wal_start: int) -> Iterable[StreamItem]:
+        assert isinstance(message, pg.Prepare)
         if self._preparing is None or self._preparing[0] != message.gid:
             raise self._state_error(f"Prepare of {message.gid!r} without Begin Prepare", wal_start)
         self._prepared[message.gid] = self._preparing[1]
@@ -512,18 +497,18 @@ class TransactionAssembler:
         return _NO_ITEMS
 
     def _stream_prepare(
-        self, message: Message, _raw: bytes, _wal_start: int
+        self, message: pg.Message, _raw: bytes, _wal_start: int
     ) -> Iterable[StreamItem]:
-        assert isinstance(message, StreamPrepare)
+        assert isinstance(message, pg.StreamPrepare)
         held = self._streams.pop(message.xid, None) or self._new_held(streamed=True)
         held.prepare_lsn = message.prepare_lsn
         self._prepared[message.gid] = held
         return _NO_ITEMS
 
     def _commit_prepared(
-        self, message: Message, _raw: bytes, _wal_start: int
+        self, message: pg.Message, _raw: bytes, _wal_start: int
     ) -> Iterable[StreamItem]:
-        assert isinstance(message, CommitPrepared)
+        assert isinstance(message, pg.CommitPrepared)
         held = self._prepared.pop(message.gid, None)
         if held is None:
             raise WalcastError(
@@ -538,9 +523,9 @@ class TransactionAssembler:
         )
 
     def _rollback_prepared(
-        self, message: Message, _raw: bytes, _wal_start: int
+        self, message: pg.Message, _raw: bytes, _wal_start: int
     ) -> Iterable[StreamItem]:
-        assert isinstance(message, RollbackPrepared)
+        assert isinstance(message, pg.RollbackPrepared)
         held = self._prepared.pop(message.gid, None)
         if held is not None:
             held.buffer.close()

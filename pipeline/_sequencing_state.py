@@ -15,18 +15,21 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from pipeline.formats.base import Parser
 from pipeline.model import CHANGE, MESSAGE
+
+PENDING = {
+    "pending_key": "pair_key",
+    "pending_offset": "kafka_offset",
+    "pending_timestamp": "kafka_timestamp",
+    "pending_kafka_key": "kafka_key",
+    "pending_value": "kafka_value",
+}
+"""The :data:`~pipeline.model.MESSAGE` fields of a pending before half (paired formats)
+that the state keeps, by their :data:`STATE` name; each keeps its MESSAGE type. With
+``pending_json`` (the half's change) they are the whole pending half."""
 
 STATE = StructType(
     [
@@ -39,11 +42,7 @@ STATE = StructType(
         StructField("run_segment", IntegerType(), True),
         StructField("run_next", LongType(), True),
         StructField("pending_json", StringType(), True),
-        StructField("pending_key", StringType(), True),
-        StructField("pending_offset", LongType(), True),
-        StructField("pending_timestamp", TimestampType(), True),
-        StructField("pending_kafka_key", BinaryType(), True),
-        StructField("pending_value", BinaryType(), True),
+        *[StructField(name, MESSAGE[field].dataType, True) for name, field in PENDING.items()],
     ]
 )
 
@@ -61,7 +60,13 @@ def pseudo_messages(state: DataFrame, parser: Parser) -> DataFrame:
     """The state as pseudo messages to put before a batch's messages."""
     null_changes = F.array().cast(MESSAGE["changes"].dataType)
 
-    def row(sort_key: int, **cols: Column) -> DataFrame:
+    def row(sort_key: int, present: str, **cols: Column) -> DataFrame:
+        """One MESSAGE row with ``sort_key`` per state row whose ``present`` is not null.
+
+        The :data:`SEQ` columns are the state's, ``cols`` give others (``changes``
+        defaults to an empty array), every other field is null; all cast to MESSAGE types.
+        """
+        cols = {"changes": null_changes, **cols}
         out = []
         for f in MESSAGE.fields:
             if f.name in cols:
@@ -71,41 +76,42 @@ def pseudo_messages(state: DataFrame, parser: Parser) -> DataFrame:
             else:
                 col = F.lit(None)
             out.append(col.cast(f.dataType).alias(f.name))
-        return state.select(*out).withColumn("sort_key", F.lit(sort_key).cast("long"))
+        return (
+            state.select(*out)
+            .withColumn("sort_key", F.lit(sort_key).cast("long"))
+            .where(F.col(present).isNotNull())
+        )
 
     parts = [
         row(
             -3,
+            "hwm_lsn",
             commit_lsn_num=F.col("hwm_lsn"),
             first_ordinal=F.col("hwm_ordinal"),
             change_count=F.lit(1),
             segment=F.lit(0) if parser.segmented else F.lit(None),
-            changes=null_changes,
-        ).where(F.col("hwm_lsn").isNotNull())
+        )
     ]
     if parser.segmented:
         parts.append(
             row(
                 -2,
+                "run_lsn",
                 commit_lsn_num=F.col("run_lsn"),
                 change_count=F.col("run_next"),
                 segment=F.col("run_segment"),
-                changes=null_changes,
-            ).where(F.col("run_lsn").isNotNull())
+            )
         )
     if parser.paired:
         parts.append(
             row(
                 -1,
-                kafka_offset=F.col("pending_offset"),
-                kafka_timestamp=F.col("pending_timestamp"),
-                kafka_key=F.col("pending_kafka_key"),
-                kafka_value=F.col("pending_value"),
+                "pending_key",
                 change_count=F.lit(1),
                 pair_role=F.lit("before"),
-                pair_key=F.col("pending_key"),
                 changes=F.array(F.from_json(F.col("pending_json"), CHANGE)),
-            ).where(F.col("pending_key").isNotNull())
+                **{field: F.col(name) for name, field in PENDING.items()},
+            )
         )
     out = parts[0]
     for p in parts[1:]:
@@ -142,15 +148,7 @@ def summary(positions: DataFrame, parser: Parser, flagged: Column | None) -> Sum
     """
     fields: list[Column | str] = ["commit_lsn_num", "segment", "base", "change_count"]
     if parser.paired:
-        fields += [
-            "pending",
-            "pair_key",
-            "kafka_offset",
-            "kafka_timestamp",
-            "kafka_key",
-            "kafka_value",
-            "pending_json",
-        ]
+        fields += ["pending", *PENDING.values(), "pending_json"]
     real_offset = F.when(~F.col("is_pseudo"), F.col("kafka_offset"))
     agg = positions.groupBy(*SEQ).agg(
         F.max("pos_last").alias("hwm"),
@@ -179,11 +177,7 @@ def summary(positions: DataFrame, parser: Parser, flagged: Column | None) -> Sum
         "run_segment": F.when(open_run, F.col("last.segment")),
         "run_next": F.when(open_run, F.col("last.base") + F.col("last.change_count")),
         "pending_json": last_pending("pending_json"),
-        "pending_key": last_pending("pair_key"),
-        "pending_offset": last_pending("kafka_offset"),
-        "pending_timestamp": last_pending("kafka_timestamp"),
-        "pending_kafka_key": last_pending("kafka_key"),
-        "pending_value": last_pending("kafka_value"),
+        **{name: last_pending(field) for name, field in PENDING.items()},
     }
     summed = agg.select(
         *[cols[f.name].cast(f.dataType).alias(f.name) for f in STATE.fields],
@@ -217,6 +211,7 @@ def local_empty(spark: SparkSession, schema: StructType) -> DataFrame:
 
 __all__ = [
     "PART",
+    "PENDING",
     "SEQ",
     "STATE",
     "Summary",

@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from capture.errors import ConfigError
 from capture.flags import add_command, int_at_least
@@ -121,6 +121,16 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _add_checkpoint(parser: argparse.ArgumentParser) -> None:
+    """``--checkpoint``, the same for both jobs (each job its own directory)."""
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="DIR",
+        help="directory where the job keeps its progress (required; one per job)",
+    )
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--available-now",
@@ -180,12 +190,7 @@ def add_normalize_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="directory of the normalized change table, Parquet (required)",
     )
-    parser.add_argument(
-        "--checkpoint",
-        required=True,
-        metavar="DIR",
-        help="directory where the job keeps its progress (required; one per job)",
-    )
+    _add_checkpoint(parser)
     parser.add_argument(
         "--quarantine",
         metavar="DIR",
@@ -275,12 +280,7 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="root directory of the current-state tables (required)",
     )
-    parser.add_argument(
-        "--checkpoint",
-        required=True,
-        metavar="DIR",
-        help="directory where the job keeps its progress (required; one per job)",
-    )
+    _add_checkpoint(parser)
     parser.add_argument(
         "--bootstrap-servers",
         metavar="HOST:PORT[,...]",
@@ -380,32 +380,43 @@ def run_submitted(
     return 0
 
 
+def _job_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The job fields both jobs take from the same flags, once ``--kafka-timeout`` is checked.
+
+    ConfigError unless ``--kafka-timeout`` is positive. Each key is a field of both
+    :class:`~pipeline.normalize.NormalizeJob` and :class:`~pipeline.materialize.MaterializeJob`.
+    """
+    if args.kafka_timeout <= 0:
+        raise ConfigError(f"--kafka-timeout: {args.kafka_timeout:g} must be positive")
+    return {
+        "bootstrap": args.bootstrap_servers,
+        "checkpoint": args.checkpoint,
+        "layout_topic": args.layout_topic,
+        "available_now": args.available_now,
+        "processing_time": args.processing_time,
+        "kafka_timeout": args.kafka_timeout,
+    }
+
+
 def normalize_job(args: argparse.Namespace) -> NormalizeJob:
     """The normalize job the arguments describe (the CLI's and spark-submit's one mapping)."""
     from pipeline.normalize import NormalizeJob  # noqa: PLC0415
 
     if not 0 < args.max_quarantine_ratio <= 1:
         raise ConfigError(f"--max-quarantine-ratio: {args.max_quarantine_ratio:g} is not in (0, 1]")
-    if args.kafka_timeout <= 0:
-        raise ConfigError(f"--kafka-timeout: {args.kafka_timeout:g} must be positive")
     return NormalizeJob(
-        bootstrap=args.bootstrap_servers,
+        **_job_kwargs(args),
         topics=args.topic or [],
         topic_pattern=args.topic_pattern,
         format=args.format,
         output=args.output,
-        checkpoint=args.checkpoint,
         quarantine=args.quarantine,
-        layout_topic=args.layout_topic,
         parser_options=_pairs(args.parser_option, "--parser-option"),
         starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         min_partitions=args.min_partitions,
-        available_now=args.available_now,
-        processing_time=args.processing_time,
         kafka_options=_pairs(args.kafka_option, "--kafka-option"),
         read_committed=args.read_committed,
-        kafka_timeout=args.kafka_timeout,
         max_quarantine_ratio=args.max_quarantine_ratio,
     )
 
@@ -414,20 +425,13 @@ def materialize_job(args: argparse.Namespace) -> MaterializeJob:
     """The materialize job the arguments describe (the CLI's and spark-submit's mapping)."""
     from pipeline.materialize import MaterializeJob  # noqa: PLC0415
 
-    if args.kafka_timeout <= 0:
-        raise ConfigError(f"--kafka-timeout: {args.kafka_timeout:g} must be positive")
     return MaterializeJob(
+        **_job_kwargs(args),
         normalized=args.input,
         state=args.output,
-        checkpoint=args.checkpoint,
-        bootstrap=args.bootstrap_servers,
-        layout_topic=args.layout_topic,
         use_delta=args.delta,
         typed=not args.text,
-        available_now=args.available_now,
-        processing_time=args.processing_time,
         max_files_per_trigger=args.max_files_per_trigger,
-        kafka_timeout=args.kafka_timeout,
     )
 
 

@@ -6,13 +6,15 @@ every other walcast command does, with the exit code of their family.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Protocol
 
 from capture.errors import ConfigError, WalcastError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 
@@ -63,3 +65,31 @@ def await_query(
             f"the {job} query failed: {first_line(exc)}",
             hint="see the Spark log (WALCAST_SPARK_LOG_LEVEL=INFO) for details",
         ) from None
+
+
+class StreamingJob(Protocol):
+    """What :func:`run_job` needs of a job (``NormalizeJob``, ``MaterializeJob``)."""
+
+    failure: WalcastError | None
+    """The job's own error, raised inside a batch (Spark wraps it)."""
+
+    def report(self, line: str) -> None:
+        """Show one line (the summary)."""
+
+    def start(self, spark: SparkSession) -> StreamingQuery:
+        """Start the job's streaming query."""
+
+
+def run_job(
+    job: StreamingJob, spark: SparkSession, name: str, summary: Callable[[float], str]
+) -> None:
+    """Start ``job``, wait until its query ends (:func:`await_query`), then report its summary.
+
+    ``summary(seconds)`` is asked only once the query has ended without failure (so it
+    sees the job's final totals); ``seconds`` runs from just before ``job.start`` to the
+    query's end. A failure is raised as :func:`await_query` raises it (``job.failure`` as
+    the job's own), with no summary.
+    """
+    started = time.monotonic()
+    await_query(job.start(spark), name, lambda: job.failure)
+    job.report(summary(time.monotonic() - started))

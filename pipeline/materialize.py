@@ -50,7 +50,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from capture.errors import WalcastError
 from capture.identity import SourceIdentity
 from pipeline import preflight
-from pipeline.errors import await_query
+from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
 from pipeline.layouts import latest_layouts, layout_topic_name, read_layouts, warn_sourceless
 from pipeline.model import NORMALIZED
@@ -264,11 +264,12 @@ class MaterializeJob:
 
         A failure is one WalcastError: the job's own (Kafka gone), or Spark's first line.
         """
-        started = time.monotonic()
-        await_query(self.start(spark), "materialize", lambda: self.failure)
+        run_job(self, spark, "materialize", self._summary)
+
+    def _summary(self, seconds: float) -> str:
+        """The line :meth:`run` ends with: what the whole run did in ``seconds``."""
         totals = self.totals
-        seconds = time.monotonic() - started
-        self.report(
+        return (
             f"walcast spark materialize: done: {totals.batches} batches, {totals.changes:,} "
             f"changes into {len(totals.tables)} tables under {self.state}, "
             f"{rate_text(totals.changes, seconds)} rows/s in {seconds:.1f} s"

@@ -94,6 +94,12 @@ SOURCE_FIELDS = [
 ]
 """What a message's walcast headers say (:data:`pipeline.kafka.HEADER_COLUMNS`)."""
 
+RAW_FIELDS = [
+    StructField("kafka_key", BinaryType(), True),
+    StructField("kafka_value", BinaryType(), True),
+]
+"""A Kafka record's raw key and value bytes (what the quarantine keeps of a message)."""
+
 NORMALIZED = StructType(
     [f for f in CHANGE.fields if f.name not in ("error", "error_detail")]
     + KAFKA_FIELDS
@@ -116,8 +122,7 @@ MESSAGE = StructType(
         *KAFKA_FIELDS,
         *SOURCE_FIELDS,
         StructField("header_ordinal", LongType(), True),
-        StructField("kafka_key", BinaryType(), True),
-        StructField("kafka_value", BinaryType(), True),
+        *RAW_FIELDS,
         StructField("sort_key", LongType(), True),
         StructField("record_index", IntegerType(), True),
         StructField("error", StringType(), True),

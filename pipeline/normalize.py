@@ -51,7 +51,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from capture.errors import WalcastError
 from pipeline import kafka, preflight, quarantine, sequencing
-from pipeline.errors import WrongFormatError, await_query
+from pipeline.errors import WrongFormatError, run_job
 from pipeline.formats import parser_for
 from pipeline.formats.base import ERR_MALFORMED, Parser
 from pipeline.layouts import layout_topic_name, read_layouts, warn_sourceless
@@ -336,11 +336,12 @@ class NormalizeJob:
 
         A failure is one WalcastError: the job's own (a wrong format), or Spark's first line.
         """
-        started = time.monotonic()
-        await_query(self.start(spark), "normalize", lambda: self.failure)
+        run_job(self, spark, "normalize", self._summary)
+
+    def _summary(self, seconds: float) -> str:
+        """The line :meth:`run` ends with: what the whole run did in ``seconds``."""
         totals = self.totals
-        seconds = time.monotonic() - started
-        self.report(
+        return (
             f"walcast spark normalize: done: {totals.batches} batches, {totals.written:,} "
             f"changes written to {self.output}, quarantined "
             f"{_reasons_text(totals.reasons)}, {rate_text(totals.rows, seconds)} rows/s "

@@ -26,7 +26,6 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    BinaryType,
     IntegerType,
     LongType,
     StringType,
@@ -36,13 +35,11 @@ from pyspark.sql.types import (
 )
 
 from pipeline.formats.base import ERR_REPLAY
+from pipeline.model import KAFKA_FIELDS, RAW_FIELDS
 
 QUARANTINE = StructType(
     [
-        StructField("kafka_topic", StringType(), True),
-        StructField("kafka_partition", IntegerType(), True),
-        StructField("kafka_offset", LongType(), True),
-        StructField("kafka_timestamp", TimestampType(), True),
+        *KAFKA_FIELDS,
         StructField("record_index", IntegerType(), True),
         StructField("format", StringType(), True),
         StructField("detail", StringType(), True),
@@ -50,8 +47,7 @@ QUARANTINE = StructType(
         StructField("table", StringType(), True),
         StructField("commit_lsn", StringType(), True),
         StructField("ordinal", LongType(), True),
-        StructField("kafka_key", BinaryType(), True),
-        StructField("kafka_value", BinaryType(), True),
+        *RAW_FIELDS,
         StructField("quarantined_at", TimestampType(), True),
         StructField("reason", StringType(), False),
     ]

@@ -46,6 +46,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline._sequencing_state import PART as _PART
+from pipeline._sequencing_state import PENDING as _PENDING
 from pipeline._sequencing_state import SEQ as _SEQ
 from pipeline._sequencing_state import STATE, empty_state, local_empty, pseudo_messages, summary
 from pipeline.formats.base import ERR_ORPHAN, ERR_REPLAY, Parser, changed_between
@@ -189,11 +190,7 @@ def sequence(
             "base",
             "change_count",
             "pending",
-            "pair_key",
-            "kafka_offset",
-            "kafka_timestamp",
-            "kafka_key",
-            "kafka_value",
+            *_PENDING.values(),
             F.when(F.col("pending"), F.to_json(change)).alias("pending_json"),
         )
         batch = summary(positions, parser, None)

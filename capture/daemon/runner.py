@@ -77,14 +77,9 @@ from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
 from capture.sinks.kafka_eos import TransactionalKafkaSink  # exactly-once
 from capture.skip_committed import SkipCommitted  # exactly-once
-from capture.snapshot import (
-    KafkaProgress,
-    LoadProgress,
-    LoadSettings,
-    record_initial_load,
-    resolve_mode,
-)
-from capture.snapshot.progress import ProgressUnavailableError
+from capture.snapshot.loading import LoadProgress, LoadSettings
+from capture.snapshot.progress import KafkaProgress, ProgressUnavailableError
+from capture.snapshot.requests import record_initial_load, resolve_mode
 from capture.source import ReplicationSource
 
 log = structlog.get_logger("walcast.daemon")

@@ -41,13 +41,15 @@ class TimelineWatch:
         if previous is None or stream.timeline == previous:
             return
         end = stream.timeline_ends.get(previous)
+        failover = log.bind(
+            slot=self._slot,
+            server=stream.server,
+            timeline=stream.timeline,
+            previous_timeline=previous,
+        )
         if not exactly_once and end is not None and self.highest_commit >= end:
-            log.error(
+            failover.error(
                 "failover_diverged",
-                slot=self._slot,
-                server=stream.server,
-                timeline=stream.timeline,
-                previous_timeline=previous,
                 switch_lsn=format_lsn(end),
                 published_up_to=format_lsn(self.highest_commit),
                 detail=f"walcast published changes committed on timeline {previous} between "
@@ -58,12 +60,8 @@ class TimelineWatch:
                 "primary to the standbys' physical slots",
             )
             return
-        log.warning(
+        failover.warning(
             "timeline_changed",
-            slot=self._slot,
-            server=stream.server,
-            timeline=stream.timeline,
-            previous_timeline=previous,
             switch_lsn=format_lsn(end) if end is not None else None,
             detail="the server was promoted (a failover); walcast streams on from the slot's "
             "synchronized copy",

@@ -184,7 +184,6 @@ from capture.formats.debezium_schemas import (
     with_field,
 )
 from capture.formats.debezium_settings import (
-    placeholder_setting,
     prefix_setting,
     skipped_setting,
 )
@@ -196,7 +195,7 @@ from capture.formats.debezium_values import (
     ValueModes,
     column_form,
 )
-from capture.formats.settings import PARSE, FormatSettings
+from capture.formats.settings import PARSE, FormatSettings, setting_text
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
 from capture.split import key_changed
@@ -225,7 +224,7 @@ class Settings(FormatSettings):
     provide_transaction_metadata: bool = False
     heartbeats: bool = False
     unavailable_value_placeholder: str = field(
-        default="__debezium_unavailable_value", metadata={PARSE: placeholder_setting}
+        default="__debezium_unavailable_value", metadata={PARSE: setting_text}
     )
     load_snapshot: Literal["incremental", "true"] = "incremental"
     """``source.snapshot`` of load rows."""

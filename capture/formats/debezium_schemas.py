@@ -25,28 +25,6 @@ import orjson
 from capture.events import Column, Table
 from capture.types import typmod
 
-_VARIABLE_SCALE: Final = {
-    "type": "struct",
-    "fields": [
-        {"type": "int32", "optional": False, "field": "scale"},
-        {"type": "bytes", "optional": False, "field": "value"},
-    ],
-    "name": "io.debezium.data.VariableScaleDecimal",
-    "version": 1,
-    "doc": "Variable scaled decimal",
-}
-_POINT: Final = {
-    "type": "struct",
-    "fields": [
-        {"type": "double", "optional": False, "field": "x"},
-        {"type": "double", "optional": False, "field": "y"},
-        {"type": "bytes", "optional": True, "field": "wkb"},
-        {"type": "int32", "optional": True, "field": "srid"},
-    ],
-    "name": "io.debezium.data.geometry.Point",
-    "version": 1,
-    "doc": "Geometry (POINT)",
-}
 _PLAIN: Final = {
     "int2": "int16",
     "int4": "int32",
@@ -174,9 +152,30 @@ def _opt(type_: str, field: str, **rest: Any) -> dict[str, Any]:
     return with_field({"type": type_, **rest}, optional=True, field=field)
 
 
-SOURCE: Final = {
-    "type": "struct",
-    "fields": [
+def _struct(
+    name: str, fields: list[dict[str, Any]], *, optional: bool = False, **rest: Any
+) -> dict[str, Any]:
+    """A Connect struct schema, its keys in the order Kafka Connect's JsonConverter writes."""
+    return {"type": "struct", "fields": fields, "optional": optional, "name": name, **rest}
+
+
+_VARIABLE_SCALE: Final = _named(
+    "struct",
+    "io.debezium.data.VariableScaleDecimal",
+    fields=[_req("int32", "scale"), _req("bytes", "value")],
+    doc="Variable scaled decimal",
+)
+_POINT: Final = _named(
+    "struct",
+    "io.debezium.data.geometry.Point",
+    fields=[_req("double", "x"), _req("double", "y"), _opt("bytes", "wkb"), _opt("int32", "srid")],
+    doc="Geometry (POINT)",
+)
+
+
+SOURCE: Final = _struct(
+    "io.debezium.connector.postgresql.Source",
+    [
         _req("string", "version"),
         _req("string", "connector"),
         _req("string", "name"),
@@ -201,76 +200,64 @@ SOURCE: Final = {
         _opt("string", "origin"),
         _opt("int64", "origin_lsn"),
     ],
-    "optional": False,
-    "name": "io.debezium.connector.postgresql.Source",
-    "version": 1,
-    "field": "source",
-}
+    version=1,
+    field="source",
+)
 """``io.debezium.connector.postgresql.Source`` (the ``source`` field of an envelope)."""
 
-TRANSACTION_BLOCK: Final = {
-    "type": "struct",
-    "fields": [
+TRANSACTION_BLOCK: Final = _struct(
+    "event.block",
+    [
         _req("string", "id"),
         _req("int64", "total_order"),
         _req("int64", "data_collection_order"),
     ],
-    "optional": True,
-    "name": "event.block",
-    "version": 1,
-    "field": "transaction",
-}
+    optional=True,
+    version=1,
+    field="transaction",
+)
 
-TRANSACTION_KEY: Final = {
-    "type": "struct",
-    "fields": [_req("string", "id")],
-    "optional": False,
-    "name": "io.debezium.connector.common.TransactionMetadataKey",
-    "version": 1,
-}
-TRANSACTION_VALUE: Final = {
-    "type": "struct",
-    "fields": [
+TRANSACTION_KEY: Final = _struct(
+    "io.debezium.connector.common.TransactionMetadataKey",
+    [_req("string", "id")],
+    version=1,
+)
+TRANSACTION_VALUE: Final = _struct(
+    "io.debezium.connector.common.TransactionMetadataValue",
+    [
         _req("string", "status"),
         _req("string", "id"),
         _opt("int64", "event_count"),
         {
             "type": "array",
-            "items": {
-                "type": "struct",
-                "fields": [_req("string", "data_collection"), _req("int64", "event_count")],
-                "optional": True,
-                "name": "event.collection",
-                "version": 1,
-            },
+            "items": _struct(
+                "event.collection",
+                [_req("string", "data_collection"), _req("int64", "event_count")],
+                optional=True,
+                version=1,
+            ),
             "optional": True,
             "field": "data_collections",
         },
         _req("int64", "ts_ms"),
     ],
-    "optional": False,
-    "name": "io.debezium.connector.common.TransactionMetadataValue",
-    "version": 1,
-}
-HEARTBEAT_KEY: Final = {
-    "type": "struct",
-    "fields": [_req("string", "serverName")],
-    "optional": False,
-    "name": "io.debezium.connector.common.ServerNameKey",
-    "version": 1,
-}
-HEARTBEAT_VALUE: Final = {
-    "type": "struct",
-    "fields": [_req("int64", "ts_ms")],
-    "optional": False,
-    "name": "io.debezium.connector.common.Heartbeat",
-    "version": 1,
-}
+    version=1,
+)
+HEARTBEAT_KEY: Final = _struct(
+    "io.debezium.connector.common.ServerNameKey",
+    [_req("string", "serverName")],
+    version=1,
+)
+HEARTBEAT_VALUE: Final = _struct(
+    "io.debezium.connector.common.Heartbeat",
+    [_req("int64", "ts_ms")],
+    version=1,
+)
 
 
 def key_schema(record_name: str, fields: list[dict[str, Any]]) -> dict[str, Any]:
     """The key struct ``<prefix>.<schema>.<table>.Key`` of the primary-key ``fields``."""
-    return {"type": "struct", "fields": fields, "optional": False, "name": record_name + ".Key"}
+    return _struct(record_name + ".Key", fields)
 
 
 def envelope_schema(
@@ -279,17 +266,11 @@ def envelope_schema(
     """The ``<topic>.Envelope`` schema of a table whose value struct has ``fields``."""
 
     def value(field: str) -> dict[str, Any]:
-        return {
-            "type": "struct",
-            "fields": fields,
-            "optional": True,
-            "name": record_name + ".Value",
-            "field": field,
-        }
+        return _struct(record_name + ".Value", fields, optional=True, field=field)
 
-    return {
-        "type": "struct",
-        "fields": [
+    return _struct(
+        envelope_name + ".Envelope",
+        [
             value("before"),
             value("after"),
             SOURCE,
@@ -299,10 +280,8 @@ def envelope_schema(
             _opt("int64", "ts_us"),
             _opt("int64", "ts_ns"),
         ],
-        "optional": False,
-        "name": envelope_name + ".Envelope",
-        "version": 2,
-    }
+        version=2,
+    )
 
 
 def debezium_topic(prefix: str, table: Table) -> str:

@@ -40,12 +40,4 @@ def prefix_setting(key: str, value: Any) -> str:
     return text
 
 
-def placeholder_setting(key: str, value: Any) -> str:
-    """``unavailable.value.placeholder``: any text but the empty one."""
-    text = str(value)
-    if not text:
-        raise ConfigError(f"{key}: the placeholder must not be empty")
-    return text
-
-
-__all__ = ["placeholder_setting", "prefix_setting", "skipped_setting"]
+__all__ = ["prefix_setting", "skipped_setting"]

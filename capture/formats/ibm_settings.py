@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Final
 
 from capture.errors import ConfigError
 from capture.formats.base import FormatOptions
-from capture.formats.settings import PARSE, FormatSettings
+from capture.formats.settings import PARSE, FormatSettings, setting_text
 
 PREFIX: Final = "ibm."
 DEFAULT_MAX_MESSAGE_SIZE: Final = 1_000_000
@@ -56,13 +56,6 @@ def _delimiter(setting: str, value: Any) -> str:
     return text
 
 
-def _identifier(setting: str, value: Any) -> str:
-    text = str(value)
-    if not text:
-        raise ConfigError(f"{setting}: must not be empty")
-    return text
-
-
 def _plan_name(setting: str, value: Any) -> str:
     text = str(value)
     if LAYOUT_VERSION.fullmatch(text):
@@ -94,7 +87,7 @@ class Settings(FormatSettings):
     record_delimiter: str = field(default="\n", metadata={PARSE: _delimiter})
     string_delimiter: str = field(default='"', metadata={PARSE: _delimiter})
     decimal_character: str = field(default=".", metadata={PARSE: _delimiter})
-    identifier: str = field(default="IBM", metadata={PARSE: _identifier})
+    identifier: str = field(default="IBM", metadata={PARSE: setting_text})
     plan_name: str = field(default="", metadata={PARSE: _plan_name})
     """Empty: each record's plan_name is its table's layout version (see the docstring)."""
     max_message_size: int | None = field(default=None, metadata={PARSE: _size})

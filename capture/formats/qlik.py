@@ -100,16 +100,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
 
-from capture.errors import ConfigError
-from capture.events import (
-    ChangeEvent,
-    Column,
-    Op,
-    Table,
-    TransactionBegin,
-    TransactionCommit,
-    pg_ts_to_datetime,
-)
+from capture import events
+from capture.events import Op
 from capture.formats._common import (
     Family,
     PerTable,
@@ -122,7 +114,7 @@ from capture.formats._common import (
 )
 from capture.formats._common import column_texts as image_texts
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.settings import PARSE, FormatSettings
+from capture.formats.settings import PARSE, FormatSettings, setting_text
 from capture.pgoutput.messages import UNCHANGED_TOAST, UnchangedToast
 from capture.types import typmod
 from capture.types.text import bytea_from_text
@@ -179,10 +171,7 @@ _AVRO_TYPES: Final[dict[Family, Any]] = {
 
 
 def _task(key: str, value: Any) -> str:
-    task = str(value).strip()
-    if not task:
-        raise ConfigError(f"{key}: the task name must not be empty")
-    return task
+    return setting_text(key, str(value).strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +194,7 @@ def bytes_hex(text: str) -> str:
     return bytea_from_text(text.encode()).hex().upper()
 
 
-def _converter(column: Column) -> Any:
+def _converter(column: events.Column) -> Any:
     fam = family(column)
     if fam in (Family.SMALLINT, Family.INTEGER, Family.BIGINT):
         return int
@@ -218,7 +207,7 @@ def _converter(column: Column) -> Any:
     return None
 
 
-def column_structure(column: Column) -> tuple[str, int, int, int]:
+def column_structure(column: events.Column) -> tuple[str, int, int, int]:
     """(Qlik type, length, precision, scale) of ``column``."""
     fam = family(column)
     mod = column.type_modifier
@@ -244,7 +233,7 @@ def _avro_name(name: str) -> str:
     return out
 
 
-def data_schema(table: Table) -> str:
+def data_schema(table: events.Table) -> str:
     """Return the Avro schema (JSON text) of a DT message's ``data`` for ``table``."""
     fields = []
     seen: set[str] = set()
@@ -278,7 +267,7 @@ def _ms_text(when: dt.datetime) -> str:
 
 @dataclass(slots=True)
 class _Plan:
-    table: Table
+    table: events.Table
     names: tuple[str, ...]
     converters: tuple[Any, ...]
     nbytes: int
@@ -311,7 +300,7 @@ class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Se
         self._last_seq = 0
         self._count: int | None = None
         self._count_xid: int | None = None
-        self._pending: tuple[dict[str, Any], ChangeEvent, bytes] | None = None
+        self._pending: tuple[dict[str, Any], events.ChangeEvent, bytes] | None = None
         """A DT held back until it is known whether it is its transaction's last."""
         self._ts = -1
         self._time = ""
@@ -323,14 +312,14 @@ class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Se
 
     # ------------------------------------------------------------------ transactions
 
-    def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:
+    def begin(self, begin: events.TransactionBegin) -> list[EncodedMessage]:
         """Remember the transaction's size, for ``transactionLastEvent``."""
         out = self._release(last=False)
         self._count = begin.change_count
         self._count_xid = begin.xid
         return out
 
-    def commit(self, commit: TransactionCommit) -> list[EncodedMessage]:  # noqa: ARG002
+    def commit(self, commit: events.TransactionCommit) -> list[EncodedMessage]:  # noqa: ARG002
         """Release a held-back last message."""
         self._count = None
         self._count_xid = None
@@ -351,7 +340,9 @@ class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Se
 
     # ------------------------------------------------------------------ metadata
 
-    def _plan(self, table: Table, event: ChangeEvent, out: list[EncodedMessage]) -> _Plan:
+    def _plan(
+        self, table: events.Table, event: events.ChangeEvent, out: list[EncodedMessage]
+    ) -> _Plan:
         """The table's plan; an MD goes to ``out`` first when its structure is new."""
         plan = self._plans[table]
         if plan.checked:
@@ -365,7 +356,7 @@ class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Se
             out.append(self._metadata(plan, version, event))
         return plan
 
-    def _build_plan(self, table: Table) -> _Plan:
+    def _build_plan(self, table: events.Table) -> _Plan:
         columns = table.columns
         names = table.column_names
         index = {n: i for i, n in enumerate(names)}
@@ -413,7 +404,7 @@ class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Se
             structure=structure,
         )
 
-    def _metadata(self, plan: _Plan, version: int, event: ChangeEvent) -> EncodedMessage:
+    def _metadata(self, plan: _Plan, version: int, event: events.ChangeEvent) -> EncodedMessage:
         table = plan.table
         message = {
             "schemaId": plan.schema_id,
@@ -423,7 +414,7 @@ class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Se
                 "schema": table.schema,
                 "table": table.name,
                 "tableVersion": version,
-                "timestamp": _ms_text(pg_ts_to_datetime(event.commit_ts)),
+                "timestamp": _ms_text(events.pg_ts_to_datetime(event.commit_ts)),
             },
             "tableStructure": {"tableColumns": plan.structure["tableColumns"]},
             "dataSchema": plan.structure["dataSchema"],
@@ -470,10 +461,10 @@ class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Se
             out[names[i]] = text if text is None or conv is None else conv(text)
         return out
 
-    def _sequence(self, event: ChangeEvent) -> str:
+    def _sequence(self, event: events.ChangeEvent) -> str:
         if event.commit_ts != self._ts:
             self._ts = event.commit_ts
-            when = pg_ts_to_datetime(event.commit_ts)
+            when = events.pg_ts_to_datetime(event.commit_ts)
             self._time = _ms_text(when)
             self._prefix = int(when.strftime("%Y%m%d%H%M%S") + f"{when.microsecond // 10000:02d}")
         natural = (
@@ -483,7 +474,7 @@ class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Se
         self._last_seq = seq
         return f"{seq:035d}"
 
-    def document(self, plan: _Plan, event: ChangeEvent) -> dict[str, Any]:
+    def document(self, plan: _Plan, event: events.ChangeEvent) -> dict[str, Any]:
         """Build a DT's ``message`` object (``transactionLastEvent`` still false)."""
         op = event.op
         before_data: dict[str, Any] | None = None
@@ -571,7 +562,7 @@ class QlikEncoder(Encoder, name="qlik", needs_transaction_size=True, settings=Se
             },
         }
 
-    def change(self, event: ChangeEvent) -> list[EncodedMessage]:
+    def change(self, event: events.ChangeEvent) -> list[EncodedMessage]:
         """Encode one change: an MD first when the table's structure is new, then one DT."""
         out: list[EncodedMessage] = []
         plan = self._plan(event.table, event, out)

@@ -69,6 +69,14 @@ def setting_choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
     return text
 
 
+def setting_text(key: str, value: Any) -> str:
+    """A setting that takes any text but the empty one; the error names ``key``."""
+    text = str(value)
+    if not text:
+        raise ConfigError(f"{key}: must not be empty")
+    return text
+
+
 def setting_int(key: str, value: Any) -> int:
     """An integer setting; the error names ``key``."""
     if isinstance(value, bool):

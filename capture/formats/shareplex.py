@@ -55,16 +55,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
+from capture import events
 from capture.errors import WalcastError
-from capture.events import (
-    PG_EPOCH_US,
-    ChangeEvent,
-    Image,
-    Op,
-    Table,
-    TransactionBegin,
-    TransactionCommit,
-)
+from capture.events import Op
 from capture.formats._common import (
     PerTable,
     RowKeys,
@@ -78,7 +71,7 @@ from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.settings import FormatSettings
 from capture.pgoutput.messages import UnchangedToast
 
-_PG_EPOCH_S: Final = PG_EPOCH_US // 1_000_000
+_PG_EPOCH_S: Final = events.PG_EPOCH_US // 1_000_000
 _OPS: Final = {
     Op.INSERT: "ins",
     Op.UPDATE: "upd",
@@ -108,7 +101,7 @@ def _seconds_text(unix_s: int) -> str:
 
 @dataclass(slots=True)
 class _Plan:
-    table: Table
+    table: events.Table
     names: tuple[str, ...]
     qualified: str
     key_indexes: tuple[int, ...]
@@ -136,20 +129,20 @@ class ShareplexEncoder(Encoder, name="shareplex", needs_transaction_size=True, s
         self._post_s = -1
         self._post = ""
 
-    def begin(self, begin: TransactionBegin) -> list[EncodedMessage]:
+    def begin(self, begin: events.TransactionBegin) -> list[EncodedMessage]:
         """Remember the transaction's size (``change_count``)."""
         self._size = begin.change_count
         self._size_xid = begin.xid
         return []
 
-    def commit(self, commit: TransactionCommit) -> list[EncodedMessage]:  # noqa: ARG002
+    def commit(self, commit: events.TransactionCommit) -> list[EncodedMessage]:  # noqa: ARG002
         """Forget the transaction's size."""
         self._size = None
         self._size_xid = None
         return []
 
     @staticmethod
-    def _plan(table: Table) -> _Plan:
+    def _plan(table: events.Table) -> _Plan:
         names = table.column_names
         if table.primary_key:
             index = {n: i for i, n in enumerate(names)}
@@ -165,7 +158,7 @@ class ShareplexEncoder(Encoder, name="shareplex", needs_transaction_size=True, s
             keys=RowKeys(table),
         )
 
-    def meta(self, event: ChangeEvent) -> dict[str, Any]:
+    def meta(self, event: events.ChangeEvent) -> dict[str, Any]:
         """Build the ``meta`` object of ``event``."""
         size = self._size
         if size is None or self._size_xid != event.xid:
@@ -203,7 +196,7 @@ class ShareplexEncoder(Encoder, name="shareplex", needs_transaction_size=True, s
             "posttime": self._post,
         }
 
-    def document(self, event: ChangeEvent) -> dict[str, Any] | None:
+    def document(self, event: events.ChangeEvent) -> dict[str, Any] | None:
         """Build the message of ``event`` as a dict (None for a skipped TRUNCATE)."""
         op = event.op
         if op is Op.TRUNCATE and self.settings.truncate == "skip":
@@ -221,13 +214,13 @@ class ShareplexEncoder(Encoder, name="shareplex", needs_transaction_size=True, s
             return {"meta": meta, "data": data, "key": key}
         return {"meta": meta, "data": {}}
 
-    def change(self, event: ChangeEvent) -> list[EncodedMessage]:
+    def change(self, event: events.ChangeEvent) -> list[EncodedMessage]:
         """One message per row change."""
         return json_change(event, self.document(event), self._plans[event.table].keys)
 
 
 def _update(
-    plan: _Plan, before: Image | None, after: Image | None
+    plan: _Plan, before: events.Image | None, after: events.Image | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Return the ``data`` and ``key`` objects of an update."""
     assert after is not None

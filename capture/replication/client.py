@@ -105,7 +105,9 @@ class ReplicationStream:
         self.dsn = dsn
         self.slot = slot
         self.options = options
+        """What START_REPLICATION asks of pgoutput (publications, protocol version, modes)."""
         self.status_interval = status_interval
+        """Seconds between two standby status updates while the stream is idle."""
         self.receive_timeout = receive_timeout
         """Seconds without any message before the stream counts as lost (None: never)."""
         self.received_lsn = start_lsn

@@ -42,14 +42,7 @@ from capture.interfaces import Output, StopRequested
 from capture.lsn import format_lsn
 from capture.position import Unit
 from capture.replication.slots import slot_holder, source_identity
-from capture.sinks.eos_errors import (
-    FENCED_CODES,
-    KafkaTransactionAbortedError,
-    fenced,
-    init_failed,
-    record_refused,
-    too_large,
-)
+from capture.sinks import eos_errors
 from capture.sinks.kafka import KafkaSink, KafkaSinkError, client_logger, fatal_error
 from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, OffsetRecord, read_offset
 
@@ -92,14 +85,7 @@ class TransactionalKafkaSink(KafkaSink):
         stop: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """A sink for the source ``identity()`` names.
-
-        ``identity()`` is asked once the producer is needed, unless :meth:`bind_source`
-        named the source before.
-
-        ``slot_holder`` returns the pid of another process streaming the slot; it is checked
-        when the producer is needed before this process holds the slot (None: no check).
-        """
+        """A sink for the source ``identity()`` names."""
         settings = dict(settings)
         timeout_ms = int(settings.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
         settings["transaction.timeout.ms"] = timeout_ms
@@ -112,7 +98,10 @@ class TransactionalKafkaSink(KafkaSink):
         self.commit_interval = commit_interval
         self.commit_messages = commit_messages
         self._identity_of = identity
+        """Asked once the producer is needed, unless :meth:`bind_source` named the source."""
         self._slot_holder = slot_holder
+        """The pid of another process streaming the slot; checked when the producer is needed
+        before this process holds the slot (None: no check)."""
         self._stop = stop
         self.generation: str | None = None
         """The slot's generation (:mod:`capture.identity`): offsets records carry it, and
@@ -343,7 +332,7 @@ class TransactionalKafkaSink(KafkaSink):
         try:
             if self._commit(deadline):
                 return 0
-        except KafkaTransactionAbortedError as exc:
+        except eos_errors.KafkaTransactionAbortedError as exc:
             self.abort(exc.one_line())
             return 1
         return max(len(self.producer), 1)
@@ -351,7 +340,7 @@ class TransactionalKafkaSink(KafkaSink):
     def refused(self, unit: Unit) -> WalcastError:
         """A timed-out message aborts the transaction (retried); a refused one stops."""
         if all("timed out" in failure for failure in unit.failures):
-            return KafkaTransactionAbortedError(
+            return eos_errors.KafkaTransactionAbortedError(
                 f"Kafka did not confirm a message of the transaction committed at "
                 f"{format_lsn(unit.commit_lsn)} within transaction.timeout.ms: "
                 f"{unit.failures[0]}",
@@ -374,7 +363,7 @@ class TransactionalKafkaSink(KafkaSink):
     def _check(self, *, unanswered: bool = False) -> None:
         """As the base; being fenced by another instance gets its own line."""
         fatal = self._fatal
-        if fatal is not None and fatal.code() in FENCED_CODES:
+        if fatal is not None and fatal.code() in eos_errors.FENCED_CODES:
             raise self._fenced(fatal)
         KafkaSink._check(self, unanswered=unanswered)  # noqa: SLF001 - our own base class
 
@@ -384,7 +373,7 @@ class TransactionalKafkaSink(KafkaSink):
         The producer is dropped and the next session starts from what Kafka committed (a
         fenced zombie then finds its slot taken).
         """
-        return KafkaTransactionAbortedError(
+        return eos_errors.KafkaTransactionAbortedError(
             f"the Kafka client failed inside the transaction ending at {self._position()}: {exc}",
             hint="walcast aborts it and resumes from what Kafka committed",
         )
@@ -395,7 +384,7 @@ class TransactionalKafkaSink(KafkaSink):
             self._client_error(error)
 
     def _fenced(self, error: KafkaError) -> KafkaSinkError:
-        return fenced(self.source, error)
+        return eos_errors.fenced(self.source, error)
 
     # -- the transaction ------------------------------------------------------------------
 
@@ -463,14 +452,14 @@ class TransactionalKafkaSink(KafkaSink):
 
     def _init_failed(self, error: KafkaError) -> KafkaSinkError:
         timeout_ms = int(self.transaction_timeout * 1000)
-        return init_failed(self.source, self.brokers, error, timeout_ms)
+        return eos_errors.init_failed(self.source, self.brokers, error, timeout_ms)
 
     def _begin(self) -> None:
         if not self._ready:
             try:
                 self._initialise(guard=self._sessions == 0)
             except StopRequested:
-                raise KafkaTransactionAbortedError(
+                raise eos_errors.KafkaTransactionAbortedError(
                     "stopped while waiting for Kafka's transaction coordinator"
                 ) from None
         try:
@@ -479,7 +468,7 @@ class TransactionalKafkaSink(KafkaSink):
             if exc.args[0].fatal():
                 self._fatal = exc.args[0]
             self._check()
-            raise KafkaTransactionAbortedError(
+            raise eos_errors.KafkaTransactionAbortedError(
                 f"Kafka transaction could not begin: {exc.args[0].str()}"
             ) from None
         self._in_txn = True
@@ -504,7 +493,7 @@ class TransactionalKafkaSink(KafkaSink):
         commit, :class:`KafkaSinkError` when Kafka refused a message or fenced us.
         """
         if self._partial:
-            raise KafkaTransactionAbortedError(
+            raise eos_errors.KafkaTransactionAbortedError(
                 "a PostgreSQL transaction was abandoned inside the Kafka transaction"
             )
         self._failed_unit()
@@ -545,7 +534,7 @@ class TransactionalKafkaSink(KafkaSink):
                     self._failed_unit()
                     if self._record_error is not None:
                         raise self._record_refused(self._record_error) from None
-                    raise KafkaTransactionAbortedError(
+                    raise eos_errors.KafkaTransactionAbortedError(
                         f"Kafka could not commit the transaction ending at "
                         f"{self._position()}: {error.str()}",
                         hint="walcast aborts it and resumes from what Kafka committed",
@@ -570,7 +559,7 @@ class TransactionalKafkaSink(KafkaSink):
             self._record_error = error
 
     def _record_refused(self, error: KafkaError) -> KafkaSinkError:
-        return record_refused(self.offsets_topic, error)
+        return eos_errors.record_refused(self.offsets_topic, error)
 
     def _failed_unit(self) -> None:
         for unit in self._units:
@@ -582,7 +571,9 @@ class TransactionalKafkaSink(KafkaSink):
 
     def _too_large(self, unit: Unit) -> WalcastError:
         away = self.outage_seconds > 0
-        return too_large(unit.commit_lsn, self.brokers, self.transaction_timeout, kafka_away=away)
+        return eos_errors.too_large(
+            unit.commit_lsn, self.brokers, self.transaction_timeout, kafka_away=away
+        )
 
     def _log_abort(self, reason: str) -> None:
         self.aborts += 1

@@ -30,7 +30,7 @@ import functools
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Final
 
 import orjson
@@ -127,43 +127,37 @@ class TableLoad:
         return self.planned_all and self.in_flight == 0 and not self.bounds
 
 
+@dataclass(eq=False)
 class ChunkAssigner:
     """The loads of one source and their chunks, in order (see the module docstring).
 
     ``records`` are the progress store's records, read before the stream started (None:
-    read them now). ``delivered_lsn`` is the position up to which Kafka confirmed everything.
+    read them now). ``delivered_lsn`` is the position up to which Kafka confirmed everything;
+    ``observer`` is told of each table's progress as it changes (the CLI's progress lines).
     """
 
-    def __init__(
-        self,
-        conn: LoadConnection,
-        *,
-        slot: str,
-        publications: list[str],
-        settings: LoadSettings,
-        progress: ProgressStore,
-        delivered_lsn: Callable[[], int],
-        observer: Callable[[LoadProgress], None] | None = None,
-        records: list[TableProgress] | None = None,
-    ) -> None:
-        self.settings = settings
-        self.slot = slot
-        self.publications = publications
-        self._conn = conn
-        self._progress = progress
-        self._delivered_lsn = delivered_lsn
-        self._observer = observer
-        self._loads: dict[int, TableLoad] = {}
-        self._order: deque[int] = deque()
-        self._emitted: deque[tuple[int, TableLoad, int]] = deque()
-        """(low watermark, load, chunk number) of inserted chunks not yet counted."""
-        self._last_report = 0.0
-        self.requested = False
-        """A load was ever scheduled (``initial-only`` ends when it is done)."""
-        self.windows: list[tuple[int, KeylessWindow]] = []
-        """(relation id, window) of the ``done`` records of keyless tables: the slot may
-        replay the changes their chunks hold, which the splice drops again."""
-        self._resume(progress.load() if records is None else records)
+    conn: LoadConnection
+    _: KW_ONLY
+    slot: str
+    publications: list[str]
+    settings: LoadSettings
+    progress: ProgressStore
+    delivered_lsn: Callable[[], int]
+    observer: Callable[[LoadProgress], None] | None = None
+    records: InitVar[list[TableProgress] | None] = None
+    requested: bool = field(default=False, init=False)
+    """A load was ever scheduled (``initial-only`` ends when it is done)."""
+    windows: list[tuple[int, KeylessWindow]] = field(default_factory=list, init=False)
+    """(relation id, window) of the ``done`` records of keyless tables: the slot may
+    replay the changes their chunks hold, which the splice drops again."""
+    _loads: dict[int, TableLoad] = field(default_factory=dict, init=False)
+    _order: deque[int] = field(default_factory=deque, init=False)
+    _emitted: deque[tuple[int, TableLoad, int]] = field(default_factory=deque, init=False)
+    """(low watermark, load, chunk number) of inserted chunks not yet counted."""
+    _last_report: float = field(default=0.0, init=False)
+
+    def __post_init__(self, records: list[TableProgress] | None) -> None:
+        self._resume(self.progress.load() if records is None else records)
 
     # -- what the source asks ----------------------------------------------------------------
 
@@ -236,7 +230,7 @@ class ChunkAssigner:
     def read_failed(self, load: TableLoad, chunk: Chunk, exc: BaseException) -> None:
         """``chunk``'s read failed: the table was dropped (its load ends), or an error."""
         load.in_flight -= 1
-        dsn = self._conn.dsn
+        dsn = self.conn.dsn
         if isinstance(exc, psycopg.errors.UndefinedTable) or (
             "could not open relation with OID" in str(exc)
         ):
@@ -261,7 +255,7 @@ class ChunkAssigner:
         """Record the chunks Kafka confirmed (all of them, and everything before)."""
         if not self._emitted:
             return
-        delivered = self._delivered_lsn()
+        delivered = self.delivered_lsn()
         while self._emitted and self._emitted[0][0] <= delivered:
             _, load, number = self._emitted.popleft()
             if load.dropped:
@@ -289,7 +283,7 @@ class ChunkAssigner:
                     chunks=progress.chunks,
                     seconds=round(time.monotonic() - load.started, 1),
                 )
-            self._progress.save(progress)
+            self.progress.save(progress)
 
     # -- requests and resumption ---------------------------------------------------------------
 
@@ -351,7 +345,7 @@ class ChunkAssigner:
         for table in tables:
             self._add(table.relation_id, table.qualified_name, record.request)
         record.state = "done"
-        self._progress.save(record)
+        self.progress.save(record)
         log.info(
             "snapshot_requested",
             request=record.request,
@@ -361,7 +355,7 @@ class ChunkAssigner:
         )
 
     def _published(self) -> list[catalog.PublishedTable]:
-        return self._conn.run(
+        return self.conn.run(
             "listing the published tables",
             lambda conn: catalog.publication_tables(conn, self.publications),
         )
@@ -373,7 +367,7 @@ class ChunkAssigner:
             return
         load = TableLoad(relation_id, name, request)
         load.progress = TableProgress(name, relation_id, request, "pending")
-        self._progress.save(load.progress)
+        self.progress.save(load.progress)
         self._schedule(load)
 
     def _schedule(self, load: TableLoad) -> None:
@@ -385,7 +379,7 @@ class ChunkAssigner:
 
     def _start_table(self, load: TableLoad) -> TableLayout:
         """Read the table's layout when its first chunk is planned."""
-        layout = self._conn.run(
+        layout = self.conn.run(
             f"reading the layout of {load.name}",
             functools.partial(
                 catalog.table_layout,
@@ -398,11 +392,11 @@ class ChunkAssigner:
         load.layout = layout
         if load.progress is not None and load.progress.state == "pending":
             load.progress.state = "loading"
-            self._progress.save(load.progress)
+            self.progress.save(load.progress)
         return layout
 
     def _planned_upper(self, load: TableLoad, layout: TableLayout) -> Bound | None:
-        return self._conn.run(
+        return self.conn.run(
             f"planning the next chunk of {load.name}",
             functools.partial(
                 next_upper,
@@ -420,7 +414,7 @@ class ChunkAssigner:
         self._forget(load)
         if load.progress is not None:
             load.progress.state = "dropped"
-            self._progress.save(load.progress)
+            self.progress.save(load.progress)
 
     def _forget(self, load: TableLoad) -> None:
         self._loads.pop(load.relation_id, None)
@@ -432,11 +426,11 @@ class ChunkAssigner:
         if not force and now - self._last_report < 1.0:
             return
         self._last_report = now
-        if self._observer is None:
+        if self.observer is None:
             return
         elapsed = max(now - load.started, 1e-6)
         estimate = load.layout.estimated_rows if load.layout is not None else 0
-        self._observer(
+        self.observer(
             LoadProgress(
                 load.name,
                 load.emitted_rows,

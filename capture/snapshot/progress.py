@@ -48,7 +48,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal, Protocol
 
 import orjson
@@ -172,37 +172,28 @@ class MemoryProgress:
         self.records[progress.table] = TableProgress.from_json(progress.to_json(""))
 
 
+@dataclass(eq=False)
 class KafkaProgress:
     """Progress and the slot's generation in a compacted Kafka topic, written through the sink.
 
     ``publish`` produces a record (delivered with the sink's other messages);
     ``publish_confirmed`` produces one and waits up to a timeout for Kafka to confirm it
-    (returns whether it did). :attr:`generation` is the current generation: read by
-    :meth:`read_generation`, or set by :meth:`start_generation`. ``unreachable`` (the
-    sink's outage report) makes reads wait for an unreachable Kafka with one consumer
-    instead of failing after :data:`READ_TIMEOUT` (:mod:`capture.sinks.compacted`).
+    (returns whether it did; :meth:`start_generation` needs it). :attr:`generation` is the
+    current generation: read by :meth:`read_generation`, or set by :meth:`start_generation`.
+    ``unreachable`` (the sink's outage report) makes reads wait for an unreachable Kafka
+    with one consumer instead of failing after :data:`READ_TIMEOUT`
+    (:mod:`capture.sinks.compacted`); ``stop`` (a stop request) ends that wait.
     """
 
-    def __init__(
-        self,
-        client_settings: dict[str, Any],
-        topic: str,
-        source: SourceIdentity,
-        publish: Callable[[str, bytes, bytes], None],
-        stop: Callable[[], bool] = lambda: False,
-        publish_confirmed: Callable[[str, bytes, bytes, float], bool] | None = None,
-        unreachable: Callable[[str], None] | None = None,
-    ) -> None:
-        self._settings = client_settings
-        self.topic = topic
-        self.source = source
-        self._publish = publish
-        self._publish_confirmed = publish_confirmed
-        self._stop = stop
-        """A stop request ends a wait for an unreachable Kafka (:mod:`capture.sinks.compacted`)."""
-        self._unreachable = unreachable
-        self.generation: str | None = None
-        self._legacy_warned = False
+    client_settings: dict[str, Any]
+    topic: str
+    source: SourceIdentity
+    publish: Callable[[str, bytes, bytes], None]
+    stop: Callable[[], bool] = lambda: False
+    publish_confirmed: Callable[[str, bytes, bytes, float], bool] | None = None
+    unreachable: Callable[[str], None] | None = None
+    generation: str | None = field(default=None, init=False)
+    _legacy_warned: bool = field(default=False, init=False)
 
     @property
     def slot(self) -> str:
@@ -213,7 +204,7 @@ class KafkaProgress:
         """Produce ``progress`` under the current generation."""
         progress.generation = self.generation
         key = self.source.record_key(progress.table).encode()
-        self._publish(self.topic, key, progress.to_json(self.source.key))
+        self.publish(self.topic, key, progress.to_json(self.source.key))
 
     def read_generation(self) -> str | None:
         """Read the source's newest generation (None: walcast never created its slot)."""
@@ -229,9 +220,9 @@ class KafkaProgress:
         False when Kafka did not confirm it within ``timeout`` seconds: the slot must not
         be created then (the caller retries).
         """
-        assert self._publish_confirmed is not None, "a generation needs confirmed writes"
+        assert self.publish_confirmed is not None, "a generation needs confirmed writes"
         generation = Generation(uuid.uuid4().hex, self.source.key, time.time())
-        confirmed = self._publish_confirmed(
+        confirmed = self.publish_confirmed(
             self.topic, self.source.key.encode(), generation.to_json(), timeout
         )
         if confirmed:
@@ -269,13 +260,13 @@ class KafkaProgress:
 
         try:
             records = read_compacted(
-                self._settings,
+                self.client_settings,
                 self.topic,
                 lambda key: mine(key) or key.startswith(legacy),
                 timeout=READ_TIMEOUT,
                 group="walcast-progress",
-                stop=self._stop,
-                unreachable=self._unreachable,
+                stop=self.stop,
+                unreachable=self.unreachable,
             )
         except TopicUnreadableError as exc:
             raise self._unavailable(str(exc)) from None
@@ -293,7 +284,7 @@ class KafkaProgress:
         return {k: v for k, v in records.items() if mine(k)}
 
     def _unavailable(self, detail: str) -> ProgressUnavailableError:
-        brokers = self._settings.get("bootstrap.servers", "?")
+        brokers = self.client_settings.get("bootstrap.servers", "?")
         return ProgressUnavailableError(
             f"Kafka at {brokers} did not answer: cannot read the load progress from topic "
             f"{self.topic!r} ({detail})",

@@ -24,7 +24,7 @@ import queue
 import time
 from collections import deque
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
 from psycopg import sql
@@ -129,34 +129,29 @@ class _Transaction:
     touched: set[int] = field(default_factory=set)
 
 
+@dataclass(eq=False)
 class Splice:
     """Chunks into the stream, and the stream's changes around them (module docstring).
 
-    ``loading`` tells whether a table is being loaded; ``keep_alive`` keeps the replication
-    connection alive while the stream waits for a reader; ``stop`` asks to stop waiting.
+    ``loading`` tells whether a table is being loaded (its load, else None); ``keep_alive``
+    keeps the replication connection alive while the stream waits for a reader; ``stop``
+    asks to stop waiting.
     """
 
-    def __init__(
-        self,
-        conn: LoadConnection,
-        relations: RelationCache,
-        *,
-        publications: list[str],
-        loading: Callable[[int], TableLoad | None],
-        keep_alive: Callable[[], None],
-        stop: Callable[[], bool],
-    ) -> None:
-        self._conn = conn
-        self._relations = relations
-        self._publications = publications
-        self._loading = loading
-        self._keep_alive = keep_alive
-        self._stop = stop
-        self._recent: deque[tuple[int, int, frozenset[int]]] = deque(maxlen=RECENT_TRANSACTIONS)
-        self._current = _Transaction()
-        self._tables: dict[int, tuple[TableLayout, Table]] = {}
-        self.held: list[HeldChanges] = []
-        """Keyless tables' chunks whose changes the stream may still carry."""
+    conn: LoadConnection
+    relations: RelationCache
+    _: KW_ONLY
+    publications: list[str]
+    loading: Callable[[int], TableLoad | None]
+    keep_alive: Callable[[], None]
+    stop: Callable[[], bool]
+    held: list[HeldChanges] = field(default_factory=list, init=False)
+    """Keyless tables' chunks whose changes the stream may still carry."""
+    _recent: deque[tuple[int, int, frozenset[int]]] = field(
+        default_factory=lambda: deque(maxlen=RECENT_TRANSACTIONS), init=False
+    )
+    _current: _Transaction = field(default_factory=_Transaction, init=False)
+    _tables: dict[int, tuple[TableLayout, Table]] = field(default_factory=dict, init=False)
 
     def hold(self, relation_id: int, window: KeylessWindow) -> None:
         """Drop again what a chunk read before a restart holds (its ``done`` record)."""
@@ -178,7 +173,7 @@ class Splice:
             if (
                 item.op is Op.UPDATE
                 and item.after is not None
-                and (load := self._loading(relation_id)) is not None
+                and (load := self.loading(relation_id)) is not None
                 and UNCHANGED_TOAST in item.after.tuple.values
                 and key_changed(item)
             ):
@@ -215,7 +210,7 @@ class Splice:
         # watermark and before every commit after it, and equals none of them.
         low = message_lsn - 1
         if self._raced(low, chunk.table.relation_id, snapshot):
-            drain(read, self._keep_alive)
+            drain(read, self.keep_alive)
             return Raced()
         table = self._table(chunk.table)
         commit_ts = time.time_ns() // 1000 - PG_EPOCH_US
@@ -244,7 +239,7 @@ class Splice:
             else:
                 raise ConnectionLostError(
                     f"load of {name} failed while reading chunk {chunk.number}: "
-                    f"{describe(result[1], self._conn.dsn)}",
+                    f"{describe(result[1], self.conn.dsn)}",
                     hint="walcast retries the chunk",
                 )
         yield TransactionCommit(0, low, low, commit_ts, ordinal)
@@ -267,9 +262,9 @@ class Splice:
             try:
                 return read.results.get(timeout=0.5)
             except queue.Empty:
-                self._keep_alive()
-                if self._stop():
-                    drain(read, self._keep_alive)
+                self.keep_alive()
+                if self.stop():
+                    drain(read, self.keep_alive)
                     raise StopRequested from None
 
     def _table(self, layout: TableLayout) -> Table:
@@ -277,12 +272,12 @@ class Splice:
         cached = self._tables.get(layout.relation_id)
         if cached is not None and cached[0] is layout:
             return cached[1]
-        types = self._conn.run(
+        types = self.conn.run(
             f"naming the types of {layout.qualified_name}",
             lambda conn: catalog.type_names(conn, [c[1] for c in layout.columns]),
         )
         for oid, namespace, name in types:
-            self._relations.types.register_type(oid, namespace, name)
+            self.relations.types.register_type(oid, namespace, name)
         relation = Relation(
             None,
             layout.relation_id,
@@ -294,7 +289,7 @@ class Splice:
                 for name, oid, typmod, key in layout.columns
             ),
         )
-        table = self._relations.apply_relation(relation)
+        table = self.relations.apply_relation(relation)
         self._tables[layout.relation_id] = (layout, table)
         return table
 
@@ -310,9 +305,9 @@ class Splice:
         names = table.column_names
         if not key:
             return event
-        layout = load.layout or self._conn.run(
+        layout = load.layout or self.conn.run(
             f"reading the layout of {load.name}",
-            lambda conn: catalog.table_layout(conn, table.relation_id, self._publications),
+            lambda conn: catalog.table_layout(conn, table.relation_id, self.publications),
         )
         types = dict(zip(layout.chunk_key, layout.chunk_key_types, strict=True)) if layout else {}
         where = sql.SQL(" AND ").join(
@@ -332,7 +327,7 @@ class Splice:
             sql.Identifier(table.schema, table.name),
             where,
         )
-        row = self._conn.run(
+        row = self.conn.run(
             f"reading unchanged TOAST values of {load.name}",
             lambda conn: conn.execute(query).fetchone(),
         )

@@ -46,18 +46,8 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Final
 
+from capture import events
 from capture.errors import ConfigError
-from capture.events import (
-    PG_EPOCH_US,
-    ChangeEvent,
-    Image,
-    Op,
-    StreamItem,
-    Table,
-    TransactionBegin,
-    TransactionCommit,
-    pg_ts_to_datetime,
-)
 from capture.pgoutput.messages import UNCHANGED_TOAST, TupleData, UnchangedToast
 from capture.synthetic.tables import (
     START_TIME,
@@ -122,7 +112,7 @@ class _Rows:
 class _TableModel:
     """A table, its value generators and its live rows."""
 
-    def __init__(self, spec: TableSpec, table: Table) -> None:
+    def __init__(self, spec: TableSpec, table: events.Table) -> None:
         self.spec = spec
         self.table = table
         self.rows = _Rows()
@@ -148,13 +138,13 @@ class _TableModel:
 
 
 def _image(
-    table: Table, values: Sequence[bytes | UnchangedToast | None], *, key_only: bool = False
-) -> Image:
+    table: events.Table, values: Sequence[bytes | UnchangedToast | None], *, key_only: bool = False
+) -> events.Image:
     kinds = bytes(_N if v is None else _U if v is UNCHANGED_TOAST else _T for v in values)
-    return Image(table, TupleData(kinds, tuple(values)), key_only=key_only)
+    return events.Image(table, TupleData(kinds, tuple(values)), key_only=key_only)
 
 
-def _key_image(model: _TableModel, row: _Row) -> Image:
+def _key_image(model: _TableModel, row: _Row) -> events.Image:
     keys = set(model.identity_key)
     values = [v if i in keys else None for i, v in enumerate(row)]
     return _image(model.table, values, key_only=True)
@@ -173,7 +163,7 @@ def _transaction_size(rng: random.Random) -> int:
 
 def _change(
     model: _TableModel, gen: Gen, rng: random.Random
-) -> tuple[Op, Image | None, Image | None]:
+) -> tuple[events.Op, events.Image | None, events.Image | None]:
     """One random change of ``model``: (op, before, after) as pgoutput would send them."""
     rows = model.rows
     live = len(rows.keys)
@@ -182,7 +172,7 @@ def _change(
     if live == 0 or roll < insert_share:
         number, row = model.new_row(gen)
         rows.add(number, row)
-        return Op.INSERT, None, _image(model.table, row)
+        return events.Op.INSERT, None, _image(model.table, row)
     number = rows.pick(rng)
     old = rows.rows[number]
     if roll < insert_share + (1 - insert_share) * 0.7:
@@ -206,16 +196,16 @@ def _change(
                 sent[i] = UNCHANGED_TOAST
         after = _image(model.table, sent)
         if model.full:
-            return Op.UPDATE, _image(model.table, old), after
+            return events.Op.UPDATE, _image(model.table, old), after
         if key_change:
-            return Op.UPDATE, _key_image(model, old), after
-        return Op.UPDATE, None, after
+            return events.Op.UPDATE, _key_image(model, old), after
+        return events.Op.UPDATE, None, after
     rows.remove(number)
     before = _image(model.table, old) if model.full else _key_image(model, old)
-    return Op.DELETE, before, None
+    return events.Op.DELETE, before, None
 
 
-def generate(count: int, seed: int = 0, tables: int = 4) -> Iterator[StreamItem]:
+def generate(count: int, seed: int = 0, tables: int = 4) -> Iterator[events.StreamItem]:
     """Generate a deterministic stream of ``count`` row changes over ``tables`` synthetic tables.
 
     Yields ``TransactionBegin`` (with ``change_count``), the ``ChangeEvent`` objects and
@@ -232,20 +222,22 @@ def generate(count: int, seed: int = 0, tables: int = 4) -> Iterator[StreamItem]
     weights = [3 if m.spec.name.startswith(("orders", "audit_log")) else 2 for m in models]
     xid = FIRST_XID
     lsn = FIRST_LSN
-    commit_ts = int(START_TIME.timestamp()) * 1_000_000 - PG_EPOCH_US
+    commit_ts = int(START_TIME.timestamp()) * 1_000_000 - events.PG_EPOCH_US
     left = count
     while left > 0:
         size = min(left, _transaction_size(rng))
         left -= size
         xid += rng.randint(1, 3)
         commit_ts += rng.randint(50, 250_000)
-        gen.now = pg_ts_to_datetime(commit_ts)
+        gen.now = events.pg_ts_to_datetime(commit_ts)
         lsn += 64 * size + rng.randint(40, 4000)
         commit_lsn = lsn
-        yield TransactionBegin(xid, commit_lsn, commit_ts, size)
+        yield events.TransactionBegin(xid, commit_lsn, commit_ts, size)
         focus = rng.choices(models, weights)[0]
         for ordinal in range(1, size + 1):
             model = focus if rng.random() < 0.6 else rng.choices(models, weights)[0]
             op, before, after = _change(model, gen, rng)
-            yield ChangeEvent(op, model.table, before, after, xid, commit_lsn, commit_ts, ordinal)
-        yield TransactionCommit(xid, commit_lsn, commit_lsn + 56, commit_ts, size)
+            yield events.ChangeEvent(
+                op, model.table, before, after, xid, commit_lsn, commit_ts, ordinal
+            )
+        yield events.TransactionCommit(xid, commit_lsn, commit_lsn + 56, commit_ts, size)

@@ -30,39 +30,35 @@ import struct
 from collections.abc import Callable
 from typing import Final
 
+from capture.types._wire import NULL_LENGTH, quoted_if, read_count
+
 Render = Callable[[bytes], str]
 """Send bytes of one value -> its output text."""
 
-_COUNT: Final = struct.Struct(">i")
 _ATTRIBUTE: Final = struct.Struct(">Ii")
 _NEEDS_QUOTES: Final = re.compile(r'["\\(), \t\n\r\v\f]')
 
 
 def field_text(text: str) -> str:
     """Quote one attribute's output text as record_out does."""
-    if text and _NEEDS_QUOTES.search(text) is None:
-        return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '""') + '"'
+    return quoted_if(_NEEDS_QUOTES, text)
 
 
 def record_decoder(render_for: Callable[[int], Render]) -> Callable[[bytes], str]:
     """Build the record_send decoder; ``render_for(oid)`` renders values of type ``oid``."""
 
     def from_binary(data: bytes) -> str:
-        (count,) = _COUNT.unpack_from(data)
-        if count < 0:
-            raise ValueError(f"record send data: attribute count {count}")
         offset = 4
         parts: list[str] = []
-        for _ in range(count):
+        for _ in range(read_count(data, "record", "attribute")):
             oid, length = _ATTRIBUTE.unpack_from(data, offset)
             offset += _ATTRIBUTE.size
-            if length == -1:
+            if length == NULL_LENGTH:
                 parts.append("")
                 continue
             if length < 0 or offset + length > len(data):
                 raise ValueError(f"record send data: attribute length {length}")
-            parts.append(field_text(render_for(oid)(data[offset : offset + length])))
+            parts.append(quoted_if(_NEEDS_QUOTES, render_for(oid)(data[offset : offset + length])))
             offset += length
         if offset != len(data):
             raise ValueError(f"record send data has {len(data) - offset} trailing bytes")

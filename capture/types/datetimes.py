@@ -29,6 +29,7 @@ import struct
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from typing import Final
 
+from capture.types import _wire
 from capture.types.values import (
     INFINITY,
     NEG_INFINITY,
@@ -40,12 +41,10 @@ from capture.types.values import (
     Time24,
 )
 
-_I4: Final = struct.Struct(">i")
-_I8: Final = struct.Struct(">q")
 _TIMETZ: Final = struct.Struct(">qi")
 _INTERVAL: Final = struct.Struct(">qii")
-_unpack_i4 = _I4.unpack
-_unpack_i8 = _I8.unpack
+_unpack_i4 = _wire.INT4.unpack
+_unpack_i8 = _wire.INT8.unpack
 
 USECS_PER_SEC: Final = 1_000_000
 USECS_PER_MINUTE: Final = 60 * USECS_PER_SEC

@@ -32,10 +32,10 @@ import struct
 from collections.abc import Callable
 from typing import Final
 
+from capture.types._wire import NULL_LENGTH, UINT4, read_count, read_length
 from capture.types.numeric import float8_to_text
 
-_LEN: Final = struct.Struct(">i")
-_HEADER: Final = struct.Struct(">I")
+_HEADER: Final = UINT4
 _POINT_BIT: Final = 0x80000000
 
 
@@ -45,25 +45,16 @@ def _escaped(raw: bytes) -> str:
 
 def hstore_from_binary(data: bytes) -> str:
     """Decode hstore_send into hstore_out's ``"k"=>"v", "n"=>NULL``."""
-    (count,) = _LEN.unpack_from(data)
-    if count < 0:
-        raise ValueError(f"hstore send data: pair count {count}")
     offset = 4
     parts: list[str] = []
-    for _ in range(count):
-        (key_length,) = _LEN.unpack_from(data, offset)
-        offset += 4
-        if key_length < 0 or offset + key_length > len(data):
-            raise ValueError(f"hstore send data: key length {key_length}")
+    for _ in range(read_count(data, "hstore", "pair")):
+        key_length, offset = read_length(data, offset, "hstore", "key")
         key = _escaped(data[offset : offset + key_length])
         offset += key_length
-        (value_length,) = _LEN.unpack_from(data, offset)
-        offset += 4
-        if value_length == -1:
+        value_length, offset = read_length(data, offset, "hstore", "value", nullable=True)
+        if value_length == NULL_LENGTH:
             parts.append(f'"{key}"=>NULL')
             continue
-        if value_length < 0 or offset + value_length > len(data):
-            raise ValueError(f"hstore send data: value length {value_length}")
         parts.append(f'"{key}"=>"{_escaped(data[offset : offset + value_length])}"')
         offset += value_length
     if offset != len(data):

@@ -21,25 +21,21 @@ import math
 import struct
 from collections.abc import Callable
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
+from enum import IntEnum
 from typing import Final
 
-_I2: Final = struct.Struct(">h")
-_I4: Final = struct.Struct(">i")
-_I8: Final = struct.Struct(">q")
-_U4: Final = struct.Struct(">I")
-_U8: Final = struct.Struct(">Q")
-_F4: Final = struct.Struct(">f")
-_F8: Final = struct.Struct(">d")
+from capture.types import _wire
+
 _NUMERIC_HEAD: Final = struct.Struct(">HhHH")
 
-_unpack_i2 = _I2.unpack
-_unpack_i4 = _I4.unpack
-_unpack_i8 = _I8.unpack
-_unpack_u4 = _U4.unpack
-_unpack_u8 = _U8.unpack
-_unpack_f4 = _F4.unpack
-_unpack_f8 = _F8.unpack
-_pack_f4 = _F4.pack
+_unpack_i2 = _wire.INT2.unpack
+_unpack_i4 = _wire.INT4.unpack
+_unpack_i8 = _wire.INT8.unpack
+_unpack_u4 = _wire.UINT4.unpack
+_unpack_u8 = _wire.UINT8.unpack
+_unpack_f4 = _wire.FLOAT4.unpack
+_unpack_f8 = _wire.FLOAT8.unpack
+_pack_f4 = _wire.FLOAT4.pack
 
 # --------------------------------------------------------------------------- integers
 # to_text for every integer type is the builtin ``str``. from_text is ``int`` with the
@@ -121,16 +117,32 @@ def bool_to_text(value: bool) -> str:
 
 # --------------------------------------------------------------------------- numeric
 
-NUMERIC_POS: Final = 0x0000
-NUMERIC_NEG: Final = 0x4000
-NUMERIC_NAN: Final = 0xC000
-NUMERIC_PINF: Final = 0xD000
-NUMERIC_NINF: Final = 0xF000
-_NUMERIC_SPECIAL: Final = 0xC000
 
-_DEC_NAN: Final = Decimal("NaN")
-_DEC_PINF: Final = Decimal("Infinity")
-_DEC_NINF: Final = Decimal("-Infinity")
+class NumericSign(IntEnum):
+    """The sign word of numeric_send (``NUMERIC_POS`` ... in numeric.c)."""
+
+    POS = 0x0000
+    """A positive number or zero."""
+    NEG = 0x4000
+    """A negative number."""
+    NAN = 0xC000
+    """NaN (no digits follow)."""
+    PINF = 0xD000
+    """+Infinity (PostgreSQL 14+; no digits follow)."""
+    NINF = 0xF000
+    """-Infinity (PostgreSQL 14+; no digits follow)."""
+
+
+_NUMERIC_SPECIAL: Final = 0xC000
+"""The bits every special sign (NaN, +/-Infinity) has set (``NUMERIC_SPECIAL``)."""
+# Plain ints for numeric_from_binary: looking an enum member up costs several int tests.
+_POS, _NEG = int(NumericSign.POS), int(NumericSign.NEG)
+_SPECIALS: Final = {
+    int(NumericSign.NAN): Decimal("NaN"),
+    int(NumericSign.PINF): Decimal("Infinity"),
+    int(NumericSign.NINF): Decimal("-Infinity"),
+}
+
 _NBASE: Final = 10000
 _SMALL_NUMERIC: Final = 8
 """Up to this many base-10000 digits, the coefficient is built as an int (fastest for
@@ -172,14 +184,11 @@ def numeric_from_binary(data: bytes) -> Decimal:
         raise ValueError(f"numeric send data of {len(data)} bytes is shorter than its header")
     ndigits, weight, sign, dscale = _NUMERIC_HEAD.unpack_from(data)
     if sign & _NUMERIC_SPECIAL == _NUMERIC_SPECIAL:
-        if sign == NUMERIC_NAN:
-            return _DEC_NAN
-        if sign == NUMERIC_PINF:
-            return _DEC_PINF
-        if sign == NUMERIC_NINF:
-            return _DEC_NINF
-        raise ValueError(f"invalid numeric sign 0x{sign:04X}")
-    if sign != NUMERIC_POS and sign != NUMERIC_NEG:  # noqa: PLR1714 - ints, not a set lookup
+        special = _SPECIALS.get(sign)
+        if special is None:
+            raise ValueError(f"invalid numeric sign 0x{sign:04X}")
+        return special
+    if sign != _POS and sign != _NEG:  # noqa: PLR1714 - ints, not a set lookup
         raise ValueError(f"invalid numeric sign 0x{sign:04X}")
     if len(data) != 8 + 2 * ndigits:
         raise ValueError(
@@ -202,7 +211,7 @@ def numeric_from_binary(data: bytes) -> Decimal:
             coef *= 10**shift
         elif shift < 0:
             coef //= 10**-shift
-        if sign == NUMERIC_NEG:
+        if sign == _NEG:
             coef = -coef
         return Decimal(coef).scaleb(-dscale, _UNBOUNDED)
     text = ("%04d" * ndigits) % digits
@@ -210,7 +219,7 @@ def numeric_from_binary(data: bytes) -> Decimal:
         text += "0" * shift
     elif shift < 0:
         text = text[:shift] or "0"
-    return Decimal(f"{'-' if sign == NUMERIC_NEG else ''}{text}E-{dscale}")
+    return Decimal(f"{'-' if sign == _NEG else ''}{text}E-{dscale}")
 
 
 def numeric_to_text(value: Decimal) -> str:
@@ -237,7 +246,6 @@ def numeric_to_text(value: Decimal) -> str:
 _EXACT: Final = Context(prec=1200, Emin=-9999, Emax=9999)  # exact sums of two doubles
 _F8_INTEGRAL: Final = float(2**53)
 _F4_INTEGRAL: Final = float(2**24)
-_U4F: Final = struct.Struct(">I")
 _F4_INF_BITS: Final = 0x7F800000
 
 
@@ -350,9 +358,9 @@ def float8_to_text(value: float) -> str:
 
 def _float4_shortest(value: float) -> str:
     """Shortest digits (``%e``-style) PostgreSQL's f2s prints for float32 ``value`` (> 0)."""
-    bits = _U4F.unpack(_pack_f4(value))[0]
-    below = _unpack_f4(_U4F.pack(bits - 1))[0]
-    above = None if bits + 1 >= _F4_INF_BITS else _unpack_f4(_U4F.pack(bits + 1))[0]
+    bits = _wire.UINT4.unpack(_pack_f4(value))[0]
+    below = _unpack_f4(_wire.UINT4.pack(bits - 1))[0]
+    above = None if bits + 1 >= _F4_INF_BITS else _unpack_f4(_wire.UINT4.pack(bits + 1))[0]
     if value < _F4_INTEGRAL:
         # No bound can be a short decimal here, so the first length whose correctly
         # rounded candidate reads back as the value (round trip through float32) is it;

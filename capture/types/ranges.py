@@ -30,57 +30,72 @@ never class a byte >= 0x80 as a space; the built-in range subtypes only print AS
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Final
+
+from capture.types._wire import quoted_if, read_count, read_length
 
 Render = Callable[[bytes], str]
 """Send bytes of one subtype value -> that value's output text."""
 
-EMPTY: Final = 0x01
-LB_INC: Final = 0x02
-UB_INC: Final = 0x04
-LB_INF: Final = 0x08
-UB_INF: Final = 0x10
-LB_NULL: Final = 0x20
-UB_NULL: Final = 0x40
 
-_LEN: Final = struct.Struct(">i")
+class RangeFlag(IntEnum):
+    """A bit of range_send's flags byte (``RANGE_EMPTY`` ... in rangetypes.h)."""
+
+    EMPTY = 0x01
+    """The range is empty: no bound follows."""
+    LB_INC = 0x02
+    """The lower bound is inclusive (``[``)."""
+    UB_INC = 0x04
+    """The upper bound is inclusive (``]``)."""
+    LB_INF = 0x08
+    """The lower bound is infinite: not sent, printed as nothing."""
+    UB_INF = 0x10
+    """The upper bound is infinite: not sent, printed as nothing."""
+    LB_NULL = 0x20
+    """The lower bound is NULL (never written by range_send): not sent."""
+    UB_NULL = 0x40
+    """The upper bound is NULL (never written by range_send): not sent."""
+
+
+# Plain ints for the decoder: looking an enum member up costs several int tests.
+_EMPTY, _LB_INC, _UB_INC = int(RangeFlag.EMPTY), int(RangeFlag.LB_INC), int(RangeFlag.UB_INC)
+_NO_LOWER: Final = int(RangeFlag.LB_INF | RangeFlag.LB_NULL)
+_NO_UPPER: Final = int(RangeFlag.UB_INF | RangeFlag.UB_NULL)
+
 _NEEDS_QUOTES: Final = re.compile(r'["\\()\[\], \t\n\r\v\f]')
 
 
 def bound_text(text: str) -> str:
     """Quote one bound's output text as range_bound_escape does."""
-    if text and _NEEDS_QUOTES.search(text) is None:
-        return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '""') + '"'
+    return quoted_if(_NEEDS_QUOTES, text)
 
 
 def _bound(data: bytes, offset: int, render: Render) -> tuple[str, int]:
-    (length,) = _LEN.unpack_from(data, offset)
-    offset += 4
-    if length < 0 or offset + length > len(data):
-        raise ValueError(f"range send data: bound length {length} at offset {offset - 4}")
-    return bound_text(render(data[offset : offset + length])), offset + length
+    length, offset = read_length(data, offset, "range", "bound", show_offset=True)
+    return quoted_if(_NEEDS_QUOTES, render(data[offset : offset + length])), offset + length
 
 
 def _range_text(data: bytes, render: Render) -> str:
     if not data:
         raise ValueError("range send data is empty")
     flags = data[0]
-    if flags & EMPTY:
+    if flags & _EMPTY:
         if len(data) != 1:
             raise ValueError("range send data: an empty range has bound bytes")
         return "empty"
     offset = 1
     lower = upper = ""
-    if not flags & (LB_INF | LB_NULL):
+    if not flags & _NO_LOWER:
         lower, offset = _bound(data, offset, render)
-    if not flags & (UB_INF | UB_NULL):
+    if not flags & _NO_UPPER:
         upper, offset = _bound(data, offset, render)
     if offset != len(data):
         raise ValueError(f"range send data has {len(data) - offset} trailing bytes")
-    return ("[" if flags & LB_INC else "(") + lower + "," + upper + ("]" if flags & UB_INC else ")")
+    return (
+        ("[" if flags & _LB_INC else "(") + lower + "," + upper + ("]" if flags & _UB_INC else ")")
+    )
 
 
 def range_decoder(render: Render) -> Callable[[bytes], str]:
@@ -96,16 +111,10 @@ def multirange_decoder(range_text: Render) -> Callable[[bytes], str]:
     """Build the multirange_send decoder; ``range_text`` is the range type's decoder."""
 
     def from_binary(data: bytes) -> str:
-        (count,) = _LEN.unpack_from(data)
-        if count < 0:
-            raise ValueError(f"multirange send data: range count {count}")
         offset = 4
         parts: list[str] = []
-        for _ in range(count):
-            (length,) = _LEN.unpack_from(data, offset)
-            offset += 4
-            if length < 0 or offset + length > len(data):
-                raise ValueError(f"multirange send data: range length {length}")
+        for _ in range(read_count(data, "multirange", "range")):
+            length, offset = read_length(data, offset, "multirange", "range")
             parts.append(range_text(data[offset : offset + length]))
             offset += length
         if offset != len(data):

@@ -30,21 +30,42 @@ deeply nested query cannot exhaust Python's recursion limit.
 from __future__ import annotations
 
 import struct
+from enum import IntEnum
 from typing import Final
 
-_COUNT: Final = struct.Struct(">i")
-_U2: Final = struct.Struct(">H")
-_I2: Final = struct.Struct(">h")
+from capture.types._wire import INT2, UINT2, read_count
+
 _WEIGHTS: Final = ("", "C", "B", "A")
 _WEIGHT_BITS: Final = ((8, "A"), (4, "B"), (2, "C"), (1, "D"))
 
-QI_VAL: Final = 1
-QI_OPR: Final = 2
-OP_NOT: Final = 1
-OP_AND: Final = 2
-OP_OR: Final = 3
-OP_PHRASE: Final = 4
-_PRIORITY: Final = {OP_NOT: 4, OP_AND: 2, OP_OR: 1, OP_PHRASE: 3}
+
+class ItemType(IntEnum):
+    """The type byte of a tsquerysend item (``QI_VAL`` ... in ts_type.h)."""
+
+    VAL = 1
+    """An operand: weight, prefix flag and text follow."""
+    OPR = 2
+    """An operator: its :class:`Operator` code follows."""
+
+
+class Operator(IntEnum):
+    """The operator byte of a tsquerysend operator item (``OP_NOT`` ... in ts_type.h)."""
+
+    NOT = 1
+    """``!x``: one operand."""
+    AND = 2
+    """``l & r``."""
+    OR = 3
+    """``l | r``."""
+    PHRASE = 4
+    """``l <-> r`` / ``l <N> r``: an Int16 distance follows."""
+
+
+# Plain ints for the decoding loops: looking an enum member up costs several int tests.
+_QI_VAL, _QI_OPR = int(ItemType.VAL), int(ItemType.OPR)
+_OP_NOT, _OP_AND = int(Operator.NOT), int(Operator.AND)
+_OP_OR, _OP_PHRASE = int(Operator.OR), int(Operator.PHRASE)
+_PRIORITY: Final = {_OP_NOT: 4, _OP_AND: 2, _OP_OR: 1, _OP_PHRASE: 3}
 
 
 def _cstring(data: bytes, offset: int) -> tuple[str, int]:
@@ -60,14 +81,11 @@ def _quoted(text: str) -> str:
 
 def tsvector_from_binary(data: bytes) -> str:
     """Decode tsvectorsend into tsvectorout's text."""
-    (count,) = _COUNT.unpack_from(data)
-    if count < 0:
-        raise ValueError(f"tsvector send data: lexeme count {count}")
     offset = 4
     parts: list[str] = []
-    for _ in range(count):
+    for _ in range(read_count(data, "tsvector", "lexeme")):
         lexeme, offset = _cstring(data, offset)
-        (npos,) = _U2.unpack_from(data, offset)
+        (npos,) = UINT2.unpack_from(data, offset)
         offset += 2
         text = _quoted(lexeme)
         if npos:
@@ -83,7 +101,7 @@ def tsvector_from_binary(data: bytes) -> str:
     return " ".join(parts)
 
 
-# A parsed item: (kind, operator, distance, text). kind is QI_VAL or QI_OPR.
+# A parsed item: (kind, operator, distance, text). kind is an ItemType, as an int.
 _Item = tuple[int, int, int, str]
 # A rendered subtree: (text, operator or 0 for an operand).
 _Node = tuple[str, int]
@@ -98,30 +116,27 @@ def _operand_text(weight: int, prefix: int, text: str) -> str:
 
 
 def _items(data: bytes) -> list[_Item]:
-    (count,) = _COUNT.unpack_from(data)
-    if count < 0:
-        raise ValueError(f"tsquery send data: item count {count}")
     offset = 4
     items: list[_Item] = []
-    for _ in range(count):
+    for _ in range(read_count(data, "tsquery", "item")):
         if offset + 2 > len(data):
             raise ValueError("tsquery send data ends inside an item")
         kind, second = data[offset], data[offset + 1]
         offset += 2
-        if kind == QI_VAL:
+        if kind == _QI_VAL:
             if offset >= len(data):
                 raise ValueError("tsquery send data ends inside an operand")
             prefix = data[offset]
             text, offset = _cstring(data, offset + 1)
             if second > 0xF or prefix > 1:
                 raise ValueError(f"tsquery send data: weight {second} / prefix {prefix}")
-            items.append((QI_VAL, 0, 0, _operand_text(second, prefix, text)))
-        elif kind == QI_OPR and second in _PRIORITY:
+            items.append((_QI_VAL, 0, 0, _operand_text(second, prefix, text)))
+        elif kind == _QI_OPR and second in _PRIORITY:
             distance = 0
-            if second == OP_PHRASE:
-                (distance,) = _I2.unpack_from(data, offset)
+            if second == _OP_PHRASE:
+                (distance,) = INT2.unpack_from(data, offset)
                 offset += 2
-            items.append((QI_OPR, second, distance, ""))
+            items.append((_QI_OPR, second, distance, ""))
         else:
             raise ValueError(f"tsquery send data: item type {kind}, operator {second}")
     if offset != len(data):
@@ -132,9 +147,9 @@ def _items(data: bytes) -> list[_Item]:
 def _child(node: _Node, parent: int, *, right_of_phrase: bool) -> str:
     """A subtree's text as infix() prints it below operator ``parent``."""
     text, operator = node
-    if operator in (0, OP_NOT):
+    if operator in (0, _OP_NOT):
         return text  # operands and NOT (the highest priority) are never wrapped
-    if _PRIORITY[operator] < _PRIORITY[parent] or (operator == OP_PHRASE and right_of_phrase):
+    if _PRIORITY[operator] < _PRIORITY[parent] or (operator == _OP_PHRASE and right_of_phrase):
         return "( " + text + " )"
     return text
 
@@ -146,25 +161,25 @@ def tsquery_from_binary(data: bytes) -> str:
         return ""
     stack: list[_Node] = []
     for kind, operator, distance, text in reversed(items):
-        if kind == QI_VAL:
+        if kind == _QI_VAL:
             stack.append((text, 0))
             continue
-        if operator == OP_NOT:
+        if operator == _OP_NOT:
             if not stack:
                 raise ValueError("tsquery send data: NOT without an operand")
-            stack.append(("!" + _child(stack.pop(), OP_NOT, right_of_phrase=False), OP_NOT))
+            stack.append(("!" + _child(stack.pop(), _OP_NOT, right_of_phrase=False), _OP_NOT))
             continue
         if len(stack) < 2:
             raise ValueError("tsquery send data: operator without two operands")
         right = stack.pop()  # read backwards, the left subtree was pushed first
         left = stack.pop()
-        if operator == OP_AND:
+        if operator == _OP_AND:
             sign = "&"
-        elif operator == OP_OR:
+        elif operator == _OP_OR:
             sign = "|"
         else:
             sign = "<->" if distance == 1 else f"<{distance}>"
-        phrase = operator == OP_PHRASE
+        phrase = operator == _OP_PHRASE
         stack.append(
             (
                 _child(left, operator, right_of_phrase=False)

@@ -86,6 +86,24 @@ class Parser(ABC):
         possibly empty).
         """
 
+    def table_change(self, op: Column, lsn: Column | None = None, **fields: Column | Any) -> Column:
+        """A CHANGE of this format (:func:`change`) to the table in ``_schema`` / ``_table``.
+
+        Sets ``format`` (the parser's name), ``schema`` and ``table`` (the row's ``_schema``
+        and ``_table`` columns), ``op``, and with ``lsn`` (a 64-bit LSN column)
+        ``commit_lsn`` and ``commit_lsn_num`` (:func:`lsn_fields`); ``fields`` gives the
+        others and may not set these again (TypeError).
+        """
+        common: dict[str, Column] = {
+            "format": F.lit(self.name),
+            "schema": F.col("_schema"),
+            "table": F.col("_table"),
+            "op": op,
+        }
+        if lsn is not None:
+            common |= lsn_fields(lsn)
+        return change(**common, **fields)
+
 
 # ------------------------------------------------------------------ building rows
 
@@ -174,32 +192,44 @@ def attach_layout(
     table: str,
     convert_types: Collection[str] = (),
 ) -> DataFrame:
-    """Add ``_layout``: the newest layout of the message's table, or null.
-
-    The table is ``(df[schema], df[table])`` of the message's source (see
-    :func:`pipeline.layouts.same_source`).
+    """Add ``_layout``: the newest layout of the message's table, or null (:func:`join_layout`).
 
     ``_layout`` holds ``version, replica_identity, primary_key, field_count``, ``types``
     (``map<column, pg type>``) and ``convert`` (the entries of ``types`` whose type is in
     ``convert_types``: the columns :func:`canonical_image` rewrites). The maps are built
     once per layout on the layout side, not per change: building them takes lambdas,
-    which Spark interprets row by row. The layout set is small, so it is broadcast: no
-    shuffle of ``df``.
+    which Spark interprets row by row.
     """
     wanted = F.array(*[F.lit(t) for t in sorted(convert_types)]).cast("array<string>")
     types = column_types(F.col("columns"))
+    layout = F.struct(
+        "version",
+        "replica_identity",
+        "primary_key",
+        "field_count",
+        types.alias("types"),
+        F.map_filter(types, lambda _k, v: F.array_contains(wanted, v)).alias("convert"),
+    )
+    return join_layout(df, layouts, schema, table, layout)
+
+
+def join_layout(
+    df: DataFrame, layouts: DataFrame, schema: str, table: str, layout: Column
+) -> DataFrame:
+    """Add ``_layout``: ``layout`` of the newest layout of the message's table, or null.
+
+    ``layout`` is a column of a :func:`pipeline.layouts.latest_layouts` row (a struct of
+    what the parser needs of it), computed once per layout on the layout side. The table
+    is ``(df[schema], df[table])`` of the message's source (see
+    :func:`pipeline.layouts.same_source`); at most one layout matches, so every row of
+    ``df`` is kept once, with only ``_layout`` added. The layout set is small, so it is
+    broadcast: no shuffle of ``df``.
+    """
     latest = latest_layouts(layouts).select(
         F.col("source").alias("_l_source"),
         F.col("schema").alias("_l_schema"),
         F.col("table").alias("_l_table"),
-        F.struct(
-            "version",
-            "replica_identity",
-            "primary_key",
-            "field_count",
-            types.alias("types"),
-            F.map_filter(types, lambda _k, v: F.array_contains(wanted, v)).alias("convert"),
-        ).alias("_layout"),
+        layout.alias("_layout"),
     )
     joined = df.join(
         F.broadcast(latest),

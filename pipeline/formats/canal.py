@@ -56,7 +56,6 @@ from pipeline.formats.base import (
     Parser,
     attach_layout,
     canonical_image,
-    change,
     change_message,
     layout_types,
     no_changes,
@@ -224,17 +223,11 @@ class CanalParser(Parser):
             canonical_image(F.element_at(j["old"], 1), types, convert, targets).alias("_old1"),
         )
         common = {
-            "format": F.lit(self.name),
             "database": F.col("_database"),
-            "schema": F.col("_schema"),
-            "table": F.col("_table"),
-            "commit_lsn": pgtext.lsn_text(lsn),
-            "commit_lsn_num": lsn,
             "commit_time": commit_time,
             "xid": xid,
             "primary_key": pk,
             "column_types": types,
-            "unchanged_toast": F.array().cast("array<string>"),
         }
 
         def row_change(row: Column, i: Column, old_row: Column | None = None) -> Column:
@@ -251,21 +244,24 @@ class CanalParser(Parser):
                 .otherwise(F.array().cast("array<string>"))
             )
             declared = F.coalesce(F.map_keys(j["mysqlType"]), F.array().cast("array<string>"))
-            return change(
-                **{k: v for k, v in common.items() if k != "unchanged_toast"},
+            return self.table_change(
+                op,
+                lsn,
+                **common,
                 unchanged_toast=F.when(
                     kind == "UPDATE", F.array_except(declared, F.map_keys(row))
                 ).otherwise(F.array().cast("array<string>")),
-                op=op,
                 ordinal=ordinal + i,
                 before=before,
                 after=after,
                 changed_columns=changed,
             )
 
-        truncate = change(
+        truncate = self.table_change(
+            F.lit("truncate"),
+            lsn,
             **common,
-            op=F.lit("truncate"),
+            unchanged_toast=F.array().cast("array<string>"),
             ordinal=ordinal,
             changed_columns=F.array().cast("array<string>"),
             truncate_options=F.struct(

@@ -37,7 +37,6 @@ from pipeline.formats.base import (
     ERR_UNSUPPORTED,
     Parser,
     attach_layout,
-    change,
     changed_between,
     empty_names,
     layout_types,
@@ -160,14 +159,10 @@ class DataWorksParser(Parser):
                 F.create_map(*[F.lit(x) for kv in _GENERIC_TYPES.items() for x in kv]), v
             ),
         )
-        the_change = change(
-            format=F.lit(self.name),
+        the_change = self.table_change(
+            op,
+            lsn,
             database=source["dbName"],
-            schema=F.col("_schema"),
-            table=F.col("_table"),
-            op=op,
-            commit_lsn=pgtext.lsn_text(lsn),
-            commit_lsn_num=lsn,
             commit_time=F.timestamp_millis(payload["timestamp"]["eventTime"]),
             ordinal=ordinal,
             primary_key=F.coalesce(

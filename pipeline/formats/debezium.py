@@ -64,8 +64,8 @@ from pipeline.formats.base import (
     ERR_UNKNOWN_TABLE,
     ERR_UNSUPPORTED,
     Parser,
-    change,
     empty_names,
+    join_layout,
     message,
     no_changes,
 )
@@ -79,7 +79,7 @@ from pipeline.formats.debezium_values import (
     schema_kinds,
     undecoded,
 )
-from pipeline.layouts import column_types, latest_layouts, same_source
+from pipeline.layouts import column_types
 
 PLACEHOLDER = "__debezium_unavailable_value"
 SCHEMAS_MODES = ("auto", "true", "false")
@@ -145,32 +145,20 @@ class DebeziumParser(Parser):
 
     def _with_layout(self, df: DataFrame, layouts: DataFrame, options: dict[str, str]) -> DataFrame:
         """Add ``_layout`` (``types``, ``kinds``, ``primary_key``): built once per layout."""
-        latest = latest_layouts(layouts).select(
-            F.col("source").alias("_l_source"),
-            F.col("schema").alias("_l_schema"),
-            F.col("table").alias("_l_table"),
-            F.struct(
-                "primary_key",
-                column_types(F.col("columns")).alias("types"),
-                F.map_from_arrays(
-                    F.transform("columns", lambda c: c["name"]),
-                    F.transform(
-                        "columns",
-                        lambda c: layout_kind(
-                            c["type"], F.coalesce(c["declared_type"], c["type"]), options
-                        ),
+        layout = F.struct(
+            "primary_key",
+            column_types(F.col("columns")).alias("types"),
+            F.map_from_arrays(
+                F.transform("columns", lambda c: c["name"]),
+                F.transform(
+                    "columns",
+                    lambda c: layout_kind(
+                        c["type"], F.coalesce(c["declared_type"], c["type"]), options
                     ),
-                ).alias("kinds"),
-            ).alias("_layout"),
+                ),
+            ).alias("kinds"),
         )
-        joined = df.join(
-            F.broadcast(latest),
-            (F.col("_schema") == F.col("_l_schema"))
-            & (F.col("_table") == F.col("_l_table"))
-            & same_source(F.col("source"), F.col("_l_source")),
-            "left",
-        )
-        return joined.drop("_l_source", "_l_schema", "_l_table")
+        return join_layout(df, layouts, "_schema", "_table", layout)
 
     def parse(self, records: DataFrame, layouts: DataFrame) -> DataFrame:
         """See the module docstring."""
@@ -286,12 +274,9 @@ class DebeziumParser(Parser):
             )
         )
         micros = F.coalesce(source["ts_us"], source["ts_ms"] * F.lit(1000))
-        the_change = change(
-            format=F.lit(self.name),
+        the_change = self.table_change(
+            op,
             database=source["db"],
-            schema=F.col("_schema"),
-            table=F.col("_table"),
-            op=op,
             commit_time=F.timestamp_micros(micros),
             xid=source["txId"],
             primary_key=F.coalesce(F.col("_layout.primary_key"), key_names, empty_names()),

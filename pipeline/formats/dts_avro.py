@@ -45,7 +45,6 @@ from pipeline.formats.base import (
     ERR_UNSUPPORTED,
     Parser,
     attach_layout,
-    change,
     change_message,
     changed_between,
     empty_names,
@@ -328,14 +327,10 @@ class DtsAvroParser(Parser):
             .when(F.size(before) >= F.size(after), changed_between(before, after))
         )
         sql = F.upper(F.coalesce(ddl, F.lit("")))
-        the_change = change(
-            format=F.lit(self.name),
+        the_change = self.table_change(
+            op,
+            lsn,
             database=F.col("_database"),
-            schema=F.col("_schema"),
-            table=F.col("_table"),
-            op=op,
-            commit_lsn=pgtext.lsn_text(lsn),
-            commit_lsn_num=lsn,
             commit_time=commit_time,
             xid=F.when(r["sourceTxid"].rlike("^[0-9]{1,18}$"), r["sourceTxid"].cast("long")),
             ordinal=ordinal,

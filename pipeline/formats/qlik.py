@@ -42,7 +42,6 @@ from pipeline.formats.base import (
     Parser,
     attach_layout,
     canonical_image,
-    change,
     change_message,
     empty_names,
     layout_types,
@@ -169,13 +168,9 @@ class QlikParser(Parser):
         lsn = pgtext.lsn_number(headers["streamPosition"])
         xid = pgtext.hex_number(headers["transactionId"])
         ordinal = headers["transactionEventCounter"]
-        the_change = change(
-            format=F.lit(self.name),
-            schema=F.col("_schema"),
-            table=F.col("_table"),
-            op=op,
-            commit_lsn=pgtext.lsn_text(lsn),
-            commit_lsn_num=lsn,
+        the_change = self.table_change(
+            op,
+            lsn,
             commit_time=F.to_timestamp(headers["timestamp"], "yyyy-MM-dd'T'HH:mm:ss.SSS"),
             xid=xid,
             ordinal=ordinal,

@@ -29,13 +29,11 @@ from typing import ClassVar
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline import pgtext
 from pipeline.formats.base import (
     ERR_MALFORMED,
     ERR_UNSUPPORTED,
     Parser,
     attach_layout,
-    change,
     empty_names,
     layout_types,
     message,
@@ -82,13 +80,9 @@ class ShareplexParser(Parser):
         )
         scn = F.when(meta["scn"].rlike("^[0-9]{1,18}$"), meta["scn"].cast("long"))
         data = j["data"]
-        the_change = change(
-            format=F.lit(self.name),
-            schema=F.col("_schema"),
-            table=F.col("_table"),
-            op=op,
-            commit_lsn=pgtext.lsn_text(scn),
-            commit_lsn_num=scn,
+        the_change = self.table_change(
+            op,
+            scn,
             commit_time=F.to_timestamp(
                 F.regexp_replace(meta["time"], "Z$", ""), "yyyy-MM-dd'T'HH:mm:ss"
             ),

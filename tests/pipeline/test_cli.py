@@ -143,6 +143,52 @@ def test_min_partitions_reaches_the_job(given: list[str], expected: int | None) 
     assert normalize_job(args).min_partitions == expected
 
 
+def parsed(add_arguments, *argv: str):
+    import argparse  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+SHARED = ("--bootstrap-servers", "b:9092", "--checkpoint", "c", "--kafka-timeout", "7")
+NORMALIZE = ("--topic", "t", "--format", "canal", "--output", "o")
+MATERIALIZE = ("--input", "i", "--output", "o")
+
+
+def test_the_shared_flags_reach_both_jobs() -> None:
+    from pipeline import cli  # noqa: PLC0415
+
+    more = ("--layout-topic", "l", "--processing-time", "5 seconds")
+    normalize = cli.normalize_job(parsed(cli.add_normalize_arguments, *SHARED, *more, *NORMALIZE))
+    materialize = cli.materialize_job(
+        parsed(cli.add_materialize_arguments, *SHARED, *more, *MATERIALIZE)
+    )
+    for job in (normalize, materialize):
+        assert (job.bootstrap, job.checkpoint, job.layout_topic) == ("b:9092", "c", "l")
+        assert (job.available_now, job.processing_time, job.kafka_timeout) == (
+            False,
+            "5 seconds",
+            7.0,
+        )
+    assert (normalize.topics, normalize.format, normalize.output) == (["t"], "canal", "o")
+    assert (materialize.normalized, materialize.state) == ("i", "o")
+
+
+def test_a_bad_kafka_timeout_is_a_config_error_of_both_jobs() -> None:
+    from capture.errors import ConfigError  # noqa: PLC0415
+    from pipeline import cli  # noqa: PLC0415
+
+    bad = (*SHARED, "--kafka-timeout", "0")  # the last one counts
+    with pytest.raises(ConfigError, match=r"^--kafka-timeout: 0 must be positive$"):
+        cli.materialize_job(parsed(cli.add_materialize_arguments, *bad, *MATERIALIZE))
+    with pytest.raises(ConfigError, match=r"^--kafka-timeout: 0 must be positive$"):
+        cli.normalize_job(parsed(cli.add_normalize_arguments, *bad, *NORMALIZE))
+    ratio = ("--max-quarantine-ratio", "2")
+    with pytest.raises(ConfigError, match=r"^--max-quarantine-ratio: 2 is not in"):  # first
+        cli.normalize_job(parsed(cli.add_normalize_arguments, *bad, *NORMALIZE, *ratio))
+
+
 def test_a_negative_min_partitions_is_one_line(tmp_path: Path) -> None:
     done = normalize(tmp_path, "--bootstrap-servers", "b:9092", "--topic", "t",
                      "--format", "ibm", "--min-partitions", "-1")  # fmt: skip
