@@ -145,8 +145,6 @@ class ChunkAssigner:
     delivered_lsn: Callable[[], int]
     observer: Callable[[LoadProgress], None] | None = None
     records: InitVar[list[TableProgress] | None] = None
-    requested: bool = field(default=False, init=False)
-    """A load was ever scheduled (``initial-only`` ends when it is done)."""
     windows: list[tuple[int, KeylessWindow]] = field(default_factory=list, init=False)
     """(relation id, window) of the ``done`` records of keyless tables: the slot may
     replay the changes their chunks hold, which the splice drops again."""
@@ -373,7 +371,6 @@ class ChunkAssigner:
     def _schedule(self, load: TableLoad) -> None:
         self._loads[load.relation_id] = load
         self._order.append(load.relation_id)
-        self.requested = True
 
     # -- planning --------------------------------------------------------------------------------
 

@@ -190,11 +190,6 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
         )
 
     @property
-    def requested(self) -> bool:
-        """A load was ever scheduled in this run (``initial-only`` ends when it is done)."""
-        return self._assigner.requested
-
-    @property
     def loading(self) -> bool:
         """Tables are being loaded or wait for it."""
         return self._assigner.loading
