@@ -107,7 +107,7 @@ class ReplicationStream:
         self.options = options
         """What START_REPLICATION asks of pgoutput (publications, protocol version, modes)."""
         self.status_interval = status_interval
-        """Seconds between two standby status updates while the stream is idle."""
+        """Seconds between two standby status updates (see the module docstring)."""
         self.receive_timeout = receive_timeout
         """Seconds without any message before the stream counts as lost (None: never)."""
         self.received_lsn = start_lsn

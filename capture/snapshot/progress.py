@@ -185,7 +185,9 @@ class KafkaProgress:
     (:mod:`capture.sinks.compacted`); ``stop`` (a stop request) ends that wait.
     """
 
-    client_settings: dict[str, Any]
+    client_settings: dict[str, Any] = field(repr=False)
+    """librdkafka settings for reading the topic back (SASL credentials among them: kept
+    out of the repr)."""
     topic: str
     source: SourceIdentity
     publish: Callable[[str, bytes, bytes], None]

@@ -25,6 +25,7 @@ Decisions:
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from collections.abc import Callable
@@ -39,9 +40,8 @@ _ATTRIBUTE: Final = struct.Struct(">Ii")
 _NEEDS_QUOTES: Final = re.compile(r'["\\(), \t\n\r\v\f]')
 
 
-def field_text(text: str) -> str:
-    """Quote one attribute's output text as record_out does."""
-    return quoted_if(_NEEDS_QUOTES, text)
+field_text: Final = functools.partial(quoted_if, _NEEDS_QUOTES)
+"""``field_text(text)``: one attribute's output text quoted as record_out does."""
 
 
 def record_decoder(render_for: Callable[[int], Render]) -> Callable[[bytes], str]:
@@ -58,7 +58,7 @@ def record_decoder(render_for: Callable[[int], Render]) -> Callable[[bytes], str
                 continue
             if length < 0 or offset + length > len(data):
                 raise ValueError(f"record send data: attribute length {length}")
-            parts.append(quoted_if(_NEEDS_QUOTES, render_for(oid)(data[offset : offset + length])))
+            parts.append(field_text(render_for(oid)(data[offset : offset + length])))
             offset += length
         if offset != len(data):
             raise ValueError(f"record send data has {len(data) - offset} trailing bytes")

@@ -29,6 +29,7 @@ never class a byte >= 0x80 as a space; the built-in range subtypes only print AS
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from enum import IntEnum
@@ -67,14 +68,13 @@ _NO_UPPER: Final = int(RangeFlag.UB_INF | RangeFlag.UB_NULL)
 _NEEDS_QUOTES: Final = re.compile(r'["\\()\[\], \t\n\r\v\f]')
 
 
-def bound_text(text: str) -> str:
-    """Quote one bound's output text as range_bound_escape does."""
-    return quoted_if(_NEEDS_QUOTES, text)
+bound_text: Final = functools.partial(quoted_if, _NEEDS_QUOTES)
+"""``bound_text(text)``: one bound's output text quoted as range_bound_escape does."""
 
 
 def _bound(data: bytes, offset: int, render: Render) -> tuple[str, int]:
     length, offset = read_length(data, offset, "range", "bound", show_offset=True)
-    return quoted_if(_NEEDS_QUOTES, render(data[offset : offset + length])), offset + length
+    return bound_text(render(data[offset : offset + length])), offset + length
 
 
 def _range_text(data: bytes, render: Render) -> str:

@@ -128,27 +128,23 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
     ), done
 
 
-@pytest.mark.parametrize(("given", "expected"), [([], None), (["--min-partitions", "0"], 0)])
-def test_min_partitions_reaches_the_job(given: list[str], expected: int | None) -> None:
-    import argparse  # noqa: PLC0415
-
-    from pipeline.cli import add_normalize_arguments, normalize_job  # noqa: PLC0415
-
-    parser = argparse.ArgumentParser()
-    add_normalize_arguments(parser)
-    args = parser.parse_args(
-        ["--bootstrap-servers", "b:9092", "--topic", "t", "--format", "ibm",
-         "--output", "o", "--checkpoint", "c", *given]
-    )  # fmt: skip
-    assert normalize_job(args).min_partitions == expected
-
-
 def parsed(add_arguments, *argv: str):
     import argparse  # noqa: PLC0415
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize(("given", "expected"), [([], None), (["--min-partitions", "0"], 0)])
+def test_min_partitions_reaches_the_job(given: list[str], expected: int | None) -> None:
+    from pipeline.cli import add_normalize_arguments, normalize_job  # noqa: PLC0415
+
+    args = parsed(
+        add_normalize_arguments, "--bootstrap-servers", "b:9092", "--topic", "t",
+        "--format", "ibm", "--output", "o", "--checkpoint", "c", *given,
+    )  # fmt: skip
+    assert normalize_job(args).min_partitions == expected
 
 
 SHARED = ("--bootstrap-servers", "b:9092", "--checkpoint", "c", "--kafka-timeout", "7")
