@@ -269,9 +269,12 @@ class MaterializeJob:
     def _summary(self, seconds: float) -> str:
         """The line :meth:`run` ends with: what the whole run did in ``seconds``."""
         totals = self.totals
+        batches = "batch" if totals.batches == 1 else "batches"
+        changes = "change" if totals.changes == 1 else "changes"
+        tables = "table" if len(totals.tables) == 1 else "tables"
         return (
-            f"walcast spark materialize: done: {totals.batches} batches, {totals.changes:,} "
-            f"changes into {len(totals.tables)} tables under {self.state}, "
+            f"walcast spark materialize: done: {totals.batches} {batches}, {totals.changes:,} "
+            f"{changes} into {len(totals.tables)} {tables} under {self.state}, "
             f"{rate_text(totals.changes, seconds)} rows/s in {seconds:.1f} s"
         )
 

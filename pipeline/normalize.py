@@ -341,9 +341,11 @@ class NormalizeJob:
     def _summary(self, seconds: float) -> str:
         """The line :meth:`run` ends with: what the whole run did in ``seconds``."""
         totals = self.totals
+        batches = "batch" if totals.batches == 1 else "batches"
+        changes = "change" if totals.written == 1 else "changes"
         return (
-            f"walcast spark normalize: done: {totals.batches} batches, {totals.written:,} "
-            f"changes written to {self.output}, quarantined "
+            f"walcast spark normalize: done: {totals.batches} {batches}, {totals.written:,} "
+            f"{changes} written to {self.output}, quarantined "
             f"{_reasons_text(totals.reasons)}, {rate_text(totals.rows, seconds)} rows/s "
             f"in {seconds:.1f} s"
         )

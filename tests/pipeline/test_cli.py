@@ -105,7 +105,7 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
     assert ": batch 0: 200 changes written, quarantined none, " in batch
     last = len(k.read_all(kafka_bootstrap, [topic])) - 1  # 200 changes and qlik's MD messages
     assert batch.endswith(f"rows/s; offsets {topic}[0] 0-{last}"), batch  # one partition
-    assert lines[-1].startswith("walcast spark normalize: done: 1 batches, 200 changes written")
+    assert lines[-1].startswith("walcast spark normalize: done: 1 batch, 200 changes written")
 
     folded = sc.walcast(
         "spark", "materialize", "--input", str(tmp_path / "right" / "out"),
@@ -123,7 +123,7 @@ def test_a_wrong_format_fails_and_a_right_one_summarises(
     assert f" {len(tables)} tables (" in batch
     assert all(f"shop.{t} " in batch for t in tables), (batch, tables)
     assert done.startswith(
-        f"walcast spark materialize: done: 1 batches, 200 changes into {len(tables)} tables "
+        f"walcast spark materialize: done: 1 batch, 200 changes into {len(tables)} tables "
         f"under {tmp_path / 'state'}, "
     ), done
 
