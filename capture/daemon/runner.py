@@ -21,6 +21,17 @@ across reconnects, decides what the slot may confirm. This module adds:
   one connection succeeded, every loss is retried for as long as the daemon runs. An
   attempt takes at most libpq's own connect timeout (10 s), so the stop comes at most that
   long after ``connect_timeout``;
+* every wait says so at once (issue 38.3): the first session logs ``source_connecting``
+  (the server, without its password) before its first attempt, whose failure is a
+  ``source_lost`` warning; while Kafka does not answer at the start, ``kafka_waiting``
+  names the brokers and librdkafka's cause after the first probe (half a second), then once
+  a minute until the sink's own ``kafka_unreachable`` (after ``kafka.connect_timeout``)
+  takes over, also once a minute. A daemon that has not reached PostgreSQL repeats its
+  ``source_lost`` warning once a minute too (debug events between);
+* preconditions first (issue 38.4): each session checks everything that can fail on the
+  PostgreSQL side (:mod:`capture.daemon.preconditions`), then waits for Kafka, and only
+  then writes a slot generation or a load record and creates the slot or publication: a
+  start that fails leaves nothing behind;
 * Kafka at the start (issue 25.8): each session first reaches PostgreSQL (so a wrong DSN is
   found while Kafka is down too), then waits until a broker answers
   (:meth:`Daemon._await_kafka`: one metadata request a second through the sink's producer,
@@ -57,8 +68,10 @@ from capture.assembly import LoadPlan, OutputPlan, connect_source, replication_p
 from capture.daemon.config import DaemonConfig
 from capture.daemon.health import Health, received_lsn
 from capture.daemon.metrics import Metrics, serve
+from capture.daemon.preconditions import check_source
 from capture.daemon.timelines import TimelineWatch
 from capture.daemon.walsenders import OwnWalsenders
+from capture.dsn import describe as dsn_describe
 from capture.errors import (
     ConfigError,
     ConnectionLostError,
@@ -96,6 +109,10 @@ PROGRESS_RECORD_TIMEOUT: Final = 60.0
 """How long the start waits for Kafka to confirm that an initial load was recorded."""
 KAFKA_PROBE: Final = 1.0
 """Seconds one metadata request may take while the start waits for Kafka."""
+FIRST_KAFKA_PROBE: Final = 0.5
+"""The first request's: a start that waits for Kafka says so within a second."""
+WAIT_REPORT_EVERY: Final = 60.0
+"""Seconds between two lines of one wait (for Kafka, or for PostgreSQL never reached)."""
 
 
 class NeverConnectedError(WalcastError):
@@ -127,6 +144,8 @@ class Daemon:
         """A connection to PostgreSQL succeeded once in this process."""
         self._failed_starts = 0
         """Sessions that failed before PostgreSQL was reached once."""
+        self._said_source_lost = 0.0
+        """When the last ``source_lost`` warning of a never-reached PostgreSQL was logged."""
         self._topics_checked = False
         self.finished = False
         """``initial-only``: the load is done and delivered; the daemon exits."""
@@ -206,7 +225,9 @@ class Daemon:
             raise self._never_connected(exc, elapsed) from None
         wait = min(backoff, limit - elapsed)
         self._failed_starts += 1
-        if self._failed_starts == 1:  # one warning, then debug events
+        now = time.monotonic()
+        if self._failed_starts == 1 or now - self._said_source_lost >= WAIT_REPORT_EVERY:
+            self._said_source_lost = now  # a warning, then debug events, a warning a minute
             log.warning(
                 "source_lost",
                 error=exc.one_line(),
@@ -255,9 +276,23 @@ class Daemon:
         """
         sink = self.sink
         assert sink is not None
-        while not sink.reachable(KAFKA_PROBE):
+        probe, said = FIRST_KAFKA_PROBE, None
+        while not sink.reachable(probe):
+            probe = KAFKA_PROBE
             if self.stop():
                 return False
+            now = time.monotonic()
+            if not sink.outage_reported and (said is None or now - said >= WAIT_REPORT_EVERY):
+                said = now  # then the sink's kafka_unreachable, once a minute, takes over
+                why = f" ({sink.last_error})" if sink.last_error else ""
+                log.warning(
+                    "kafka_waiting",
+                    brokers=sink.brokers,
+                    last_error=sink.last_error or None,
+                    detail=f"waiting for Kafka at {sink.brokers}{why}: walcast reads nothing "
+                    "from the slot until a broker answers; check kafka.bootstrap_servers and "
+                    "that the brokers run (this line repeats once a minute)",
+                )
             self._kafka_down("no broker answered a metadata request")
         sink.note_reachable()
         if not self._topics_checked:
@@ -280,6 +315,8 @@ class Daemon:
         sink = self.sink
         assert sink is not None
         identity, slot_found, version = self._identify()
+        # Everything that can fail is checked before anything is written (issue 38.4).
+        check_source(config.source_config(hold_transactions=False))
         if not self._await_kafka():
             return
         sink.bind_source(identity)
@@ -372,6 +409,14 @@ class Daemon:
     def _identify(self) -> tuple[SourceIdentity, bool, int]:
         """Who the source is (``IDENTIFY_SYSTEM``), whether its slot exists, the server version."""
         config = self.config
+        if not self._reached_postgres and not self._failed_starts:
+            limit = config.connect_timeout
+            log.info(
+                "source_connecting",
+                target=dsn_describe(config.full_dsn()),
+                detail=f"connecting to PostgreSQL at {dsn_describe(config.full_dsn())}"
+                + (f" (walcast keeps trying for {limit:g} s)" if limit else ""),
+            )
         with connect(config.full_dsn()) as conn:
             self._reached_postgres = True
             version = conn.info.server_version

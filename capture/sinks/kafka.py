@@ -315,6 +315,16 @@ class KafkaSink:
         return len(self.producer)
 
     @property
+    def outage_reported(self) -> bool:
+        """Whether the current outage was reported (``kafka_unreachable``) already."""
+        return self._outage_reported
+
+    @property
+    def last_error(self) -> str:
+        """Librdkafka's cause of the current outage, as a line shows it (empty: none known)."""
+        return cause(self._last_error) if self._last_error else ""
+
+    @property
     def outage_seconds(self) -> float:
         """How long Kafka has confirmed nothing while messages wait (0 when it flows)."""
         since = self._outage_since

@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from tests.capture.integration.test_bad_input import MARK, Run, walcast
@@ -28,12 +29,24 @@ pytestmark = pytest.mark.integration
 
 
 def run(pg_dsn: str, kafka: str, *extra: str, env: dict[str, str] | None = None) -> Run:
-    """``walcast run`` on a slot that does not exist (nothing reaches PostgreSQL's side)."""
-    return walcast(
-        "run", "--dsn", pg_dsn, "--slot", f"wc_kafka_{uuid.uuid4().hex[:8]}",
-        "--publication", "p", "--bootstrap-servers", kafka, "--format", "json",
-        "--metrics-port", "0", *extra, env=env, timeout=60,
-    )  # fmt: skip
+    """``walcast run --create-slot`` with an (empty) publication: PostgreSQL's side passes
+    every check, which come first (issue 38.4), and Kafka is met before the slot is made."""
+    name = f"wc_kafka_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE PUBLICATION {name}")
+    try:
+        return walcast(
+            "run", "--dsn", pg_dsn, "--slot", name, "--create-slot", "--publication", name,
+            "--bootstrap-servers", kafka, "--format", "json", "--metrics-port", "0", *extra,
+            env=env, timeout=60,
+        )  # fmt: skip
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            left = conn.execute(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (name,)
+            ).fetchone()
+            conn.execute(f"DROP PUBLICATION {name}")
+        assert left == (0,), "the slot was created before Kafka was checked"
 
 
 SASL = {
