@@ -1,4 +1,6 @@
-"""Connection strings: validation, safe descriptions, and the session settings walcast needs.
+"""Connection strings: validation and safe descriptions.
+
+The session walcast pins on every connection is :mod:`capture.replication.session`'s.
 
 Invariant: nothing built here ever contains a password. :func:`describe` keeps only
 host, port, dbname and user; :func:`scrub` removes the password from any text (for
@@ -28,17 +30,9 @@ from typing import IO, Final
 from urllib.parse import unquote
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 from capture.errors import ConfigError
-
-SESSION_OPTIONS: Final = (
-    "-c DateStyle=ISO -c IntervalStyle=postgres -c TimeZone=UTC "
-    "-c extra_float_digits=1 -c bytea_output=hex -c client_encoding=UTF8"
-)
-"""GUCs for the walsender so text values have one canonical form (UTC, ISO dates), in
-UTF-8 whatever the database's encoding (the walsender converts pgoutput's text, names and
-values alike, to the client encoding)."""
 
 _SECRET_KEYS: Final = ("password", "sslpassword")
 _MASK: Final = "********"
@@ -173,10 +167,3 @@ def warn_password_in_flag(dsn: str | None, out: IO[str] | None = None) -> None:
     """
     if has_password(dsn):
         print(f"walcast: warning: {command_line_warning()}", file=out or sys.stderr, flush=True)
-
-
-def with_session_options(dsn: str, **extra: str) -> str:
-    """``dsn`` plus walcast's session options (appended to any the user gave)."""
-    params = parse(dsn)
-    options = " ".join(x for x in (params.get("options", ""), SESSION_OPTIONS) if x)
-    return make_conninfo(dsn, options=options, **extra)

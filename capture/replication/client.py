@@ -47,6 +47,7 @@ from capture.replication.protocol import (
     parse_copy_data,
     standby_status,
 )
+from capture.replication.session import Purpose
 from capture.replication.setup import invalidated_slot_error
 
 DEFAULT_STATUS_INTERVAL: Final = 10.0
@@ -116,7 +117,7 @@ class ReplicationStream:
         """Highest LSN the caller acknowledged; the flushed LSN sent to the server."""
         self._sent_ack = -1
         self._last_status = 0.0
-        self._conn = connect(dsn, replication=True)
+        self._conn = connect(dsn, purpose=Purpose.STREAM)
         self._pgconn = self._conn.pgconn
         self.backend_pid = self._conn.info.backend_pid
         """The walsender's process id on the server (to recognise it after a network cut)."""

@@ -1,12 +1,18 @@
 """Connections to PostgreSQL, and libpq's errors as one line.
 
-:func:`connect` is the only place walcast opens a connection (ordinary or replication). Its
-invariants: the password never reaches a message (every text goes through
-:func:`capture.dsn.scrub`); a refusal that needs a human (credentials, role, privilege,
-pg_hba.conf, database) is a terminal :class:`~capture.errors.AccessDeniedError`, anything
-else a transient :class:`~capture.errors.ConnectionLostError`; a server older than
-:data:`MIN_SERVER_VERSION` is refused before any query; a replication connection carries
-:data:`TCP_KEEPALIVES` unless the DSN sets them.
+:func:`connect` is the one door: every connection walcast opens (the walsender, set-up
+checks, catalog and side queries, heartbeats, a load's readers, ``status``, ``slot drop``,
+``snapshot``) goes through it, and ``tests/capture/test_one_door.py`` fails when any other
+module calls ``psycopg.connect``. Its invariants:
+
+- the session is walcast's, whatever the DBA set per database or role: the settings of
+  :mod:`capture.replication.session` for the connection's :class:`Purpose`, and the TCP
+  bounds (:data:`~capture.replication.session.TCP_BOUNDS`) unless the DSN sets them;
+- the password never reaches a message (every text goes through :func:`capture.dsn.scrub`);
+- a refusal that needs a human (credentials, role, privilege, pg_hba.conf, database, a
+  server limit such as ``max_wal_senders``) is a terminal error, anything else a transient
+  :class:`~capture.errors.ConnectionLostError`;
+- a server older than :data:`MIN_SERVER_VERSION` is refused before any query.
 """
 
 from __future__ import annotations
@@ -15,9 +21,12 @@ import re
 from typing import Final
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from capture import dsn as dsn_util
 from capture.errors import AccessDeniedError, ConnectionLostError, SetupError, WalcastError
+from capture.replication import session
+from capture.replication.session import Purpose
 
 
 def format_version(num: int) -> str:
@@ -26,6 +35,9 @@ def format_version(num: int) -> str:
         return f"{num // 10000}.{num % 10000}"
     return f"{num // 10000}.{num // 100 % 100}.{num % 100}"  # 9.6.24 is 90624
 
+
+CONNECT_TIMEOUT: Final = 10
+"""Seconds libpq waits for a server to answer a connection attempt (per host)."""
 
 MIN_SERVER_VERSION: Final = 130000
 """The oldest PostgreSQL walcast supports (13): pgoutput v1 with the catalog it reads."""
@@ -64,35 +76,35 @@ the server starting up or shutting down, too many connections) is a transient
 :class:`~capture.errors.ConnectionLostError`."""
 
 
-TCP_KEEPALIVES: Final = {
-    "keepalives": "1",
-    "keepalives_idle": "15",
-    "keepalives_interval": "5",
-    "keepalives_count": "4",
-    "tcp_user_timeout": "60000",
-}
-"""libpq settings of a replication connection, unless the DSN sets them: the kernel probes
-an idle connection after 15 s and gives up after 4 unanswered probes 5 s apart, and data
-unacknowledged for 60 s ends it, so a peer that vanished (a firewall, a NAT or a load
-balancer that dropped the connection) is noticed within about a minute."""
+TCP_KEEPALIVES: Final = session.TCP_BOUNDS
+"""Kept for callers of the old name: the TCP bounds of every connection."""
 
 
-def connect(dsn: str, *, replication: bool = False) -> psycopg.Connection[tuple[object, ...]]:
-    """Open an autocommit connection (a walsender one with ``replication``).
+def connect(
+    dsn: str, *, purpose: Purpose = Purpose.CATALOG
+) -> psycopg.Connection[tuple[object, ...]]:
+    """Open an autocommit connection for ``purpose`` (a walsender one for ``STREAM``).
 
-    A replication connection gets :data:`TCP_KEEPALIVES` where the DSN does not set them.
-    Failures become one-line errors that name the target without its password: a refusal
-    (credentials, role, privilege, pg_hba.conf, database) is terminal, anything else is a
-    lost connection, retried.
+    The session carries walcast's settings (:mod:`capture.replication.session`) and the TCP
+    bounds where the DSN does not set them. Failures become one-line errors that name the
+    target without its password: a refusal (credentials, role, privilege, pg_hba.conf,
+    database, a server limit) is terminal, anything else a lost connection, retried.
     """
     given = dsn_util.parse(dsn)
-    extra: dict[str, str] = {}
-    if replication:
-        extra = {k: v for k, v in TCP_KEEPALIVES.items() if k not in given}
+    extra = {k: v for k, v in session.TCP_BOUNDS.items() if k not in given}
+    if purpose is Purpose.STREAM:
         extra["replication"] = "database"
+    options = " ".join(x for x in (given.get("options", ""), session.startup_options(purpose)) if x)
     try:
         conn = psycopg.connect(
-            dsn_util.with_session_options(dsn, **extra), autocommit=True, connect_timeout=10
+            make_conninfo(
+                dsn,
+                options=options,
+                fallback_application_name=session.APPLICATION_NAME,
+                **extra,
+            ),
+            autocommit=True,
+            connect_timeout=CONNECT_TIMEOUT,
         )
     except psycopg.OperationalError as exc:
         raise connection_error(exc, dsn) from None
@@ -104,7 +116,23 @@ def connect(dsn: str, *, replication: bool = False) -> psycopg.Connection[tuple[
             f"walcast needs PostgreSQL {MIN_SERVER_VERSION // 10000} or newer",
             hint="upgrade the server, or point --dsn at a newer one",
         )
+    try:
+        session.after_connect(conn, purpose)
+    except psycopg.Error as exc:
+        conn.close()
+        raise connection_error(exc, dsn) from None
     return conn
+
+
+_LIMITS: Final = (
+    ("exceeds max_wal_senders",
+     "the server has no walsender left for role {user}: {detail}",
+     ("raise max_wal_senders (postgresql.conf, then a restart), or end a replication client "
+      "you no longer need (SELECT pid, application_name FROM pg_stat_replication)")),
+)  # fmt: skip
+"""Server limits that refuse a connection (message fragment, message, hint): terminal
+:class:`~capture.errors.SetupError`s naming the setting and its value (the server's words
+carry it), since retrying only repeats the refusal until a human frees one or raises it."""
 
 
 def connection_error(exc: BaseException, dsn: str) -> WalcastError:
@@ -112,6 +140,10 @@ def connection_error(exc: BaseException, dsn: str) -> WalcastError:
     target = dsn_util.describe(dsn)
     text = dsn_util.scrub(str(exc).strip(), dsn)
     detail = _server_detail(text)
+    for fragment, message, hint in _LIMITS:
+        if fragment in text:
+            user = repr(dsn_util.parse(dsn).get("user") or "(the OS user)")
+            return SetupError(message.format(user=user, detail=detail) + f" ({target})", hint=hint)
     user = repr(dsn_util.parse(dsn).get("user") or "(the OS user)")
     for fragment, message, hint in _REFUSALS:
         if fragment in text:

@@ -118,16 +118,39 @@ class Preflight:
                 else f"have the owner or a superuser grant {user!r} the privilege, or {doing} "
                 "as a role that has it",
             ) from None
+        except psycopg.errors.ConfigurationLimitExceeded as exc:
+            raise self._limit_error(doing, exc) from None
         except psycopg.OperationalError as exc:
             raise connection_error(exc, self.dsn) from None
         except psycopg.Error as exc:
             raise SetupError(f"cannot {doing}: {_first_line(exc, self.dsn)}") from None
 
+    def _limit_error(self, doing: str, exc: psycopg.Error) -> SetupError:
+        """A server limit hit while ``doing``: one line naming the setting and its value.
+
+        The only limit walcast's set-up can reach is ``max_replication_slots`` (creating a
+        slot when all are in use); its value is read back on the same connection.
+        """
+        text = _first_line(exc, self.dsn)
+        if "replication slots" not in text:
+            return SetupError(f"cannot {doing}: {text}")
+        try:
+            row = self.conn.execute("SHOW max_replication_slots").fetchone()
+            value = str(row[0]) if row else "?"
+        except psycopg.Error:
+            value = "?"
+        return SetupError(
+            f"cannot {doing}: all replication slots are in use (max_replication_slots = {value})",
+            hint="drop a slot no longer used (SELECT slot_name, active FROM pg_replication_slots; "
+            "SELECT pg_drop_replication_slot('...')), or raise max_replication_slots "
+            "(postgresql.conf, then a restart)",
+        )
+
     def server(self) -> ServerInfo:
         """Version, wal_level and database; raises unless wal_level is logical.
 
         Text reaches walcast in UTF-8 whatever the database encoding (the walsender converts
-        it, see :data:`capture.dsn.SESSION_OPTIONS`). SQL_ASCII declares no encoding: the
+        it, see :mod:`capture.replication.session`). SQL_ASCII declares no encoding: the
         server then only checks that each text is valid UTF-8, and ends the stream with
         ``invalid byte sequence for encoding "UTF8"`` at the first one that is not, which
         walcast reports as a terminal error; a warning says so at start.

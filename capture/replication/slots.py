@@ -25,6 +25,7 @@ from capture import dsn as dsn_util
 from capture.errors import ConnectionLostError
 from capture.identity import SourceIdentity
 from capture.replication.connect import connect, libpq_message
+from capture.replication.session import Purpose
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +215,7 @@ def identify_system(dsn: str) -> SystemIdentity:
     from capture.lsn import parse_lsn  # noqa: PLC0415 - keeps this module's imports small
 
     try:
-        with connect(dsn, replication=True) as conn:
+        with connect(dsn, purpose=Purpose.STREAM) as conn:
             row = conn.execute("IDENTIFY_SYSTEM").fetchone()
     except psycopg.Error as exc:
         text = libpq_message(dsn_util.scrub(str(exc), dsn))

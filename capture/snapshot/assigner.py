@@ -383,6 +383,7 @@ class ChunkAssigner:
                 relation_id=load.relation_id,
                 publications=self.publications,
             ),
+            table=load.name,
         )
         if layout is None:
             raise TableGone("the table no longer exists")
@@ -401,6 +402,7 @@ class ChunkAssigner:
                 lower=load.next_lower,
                 chunk_rows=self.settings.chunk_rows,
             ),
+            table=load.name,
         )
 
     def _dropped(self, load: TableLoad, reason: str) -> None:

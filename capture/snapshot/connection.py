@@ -2,7 +2,8 @@
 
 The chunk assigner (:mod:`capture.snapshot.assigner`: layouts, chunk bounds, published
 tables) and the splice (:mod:`capture.snapshot.splice`: type names, unchanged TOAST values)
-share one autocommit connection with walcast's session options, opened when first needed
+share one autocommit connection with walcast's load session
+(:attr:`~capture.replication.session.Purpose.LOAD`), opened when first needed
 and again after it broke. Readers keep connections of their own
 (:mod:`capture.snapshot.reader`).
 """
@@ -15,7 +16,9 @@ from typing import Any, TypeVar
 import psycopg
 
 from capture import dsn as dsn_util
-from capture.errors import ConnectionLostError, WalcastError
+from capture.errors import AccessDeniedError, ConnectionLostError, WalcastError
+from capture.replication.connect import connect
+from capture.replication.session import Purpose
 
 T = TypeVar("T")
 
@@ -37,15 +40,26 @@ class LoadConnection:
         self.dsn = dsn
         self._conn: psycopg.Connection[Any] | None = None
 
-    def run(self, what: str, query: Callable[[psycopg.Connection[Any]], T]) -> T:
+    def run(
+        self, what: str, query: Callable[[psycopg.Connection[Any]], T], *, table: str = ""
+    ) -> T:
         """``query`` on the connection; failures become one-line walcast errors.
 
-        A table dropped meanwhile raises :class:`TableGone`.
+        A table dropped meanwhile raises :class:`TableGone`; a table the role may not read
+        (``table``, when the query reads one) an :class:`~capture.errors.AccessDeniedError`
+        whose hint is the GRANT.
         """
         try:
             return query(self._connection())
         except psycopg.errors.UndefinedTable as exc:
             raise TableGone(f"the table was dropped ({describe(exc, self.dsn)})") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            user = self._conn.info.user if self._conn is not None else "the walcast role"
+            raise AccessDeniedError(
+                f"load: {what} failed: {describe(exc, self.dsn)}",
+                hint=f"GRANT SELECT ON {table or 'the table'} TO {user}, or leave the table out "
+                "of the publication",
+            ) from None
         except psycopg.OperationalError as exc:
             if self._conn is not None:
                 self._conn.close()
@@ -63,14 +77,7 @@ class LoadConnection:
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
             try:
-                self._conn = psycopg.connect(
-                    dsn_util.with_session_options(self.dsn), autocommit=True, connect_timeout=10
-                )
-            except psycopg.OperationalError as exc:
-                text = dsn_util.scrub(str(exc), self.dsn).strip().splitlines()
-                raise ConnectionLostError(
-                    f"load: cannot connect to PostgreSQL ({dsn_util.describe(self.dsn)}): "
-                    f"{text[-1] if text else 'connection failed'}",
-                    hint="walcast retries",
-                ) from None
+                self._conn = connect(self.dsn, purpose=Purpose.LOAD)
+            except ConnectionLostError as exc:
+                raise ConnectionLostError(f"load: {exc.message}", hint="walcast retries") from None
         return self._conn

@@ -43,8 +43,9 @@ from typing import Any, Final
 import orjson
 import psycopg
 
-from capture import dsn as dsn_util
 from capture.lsn import parse_lsn
+from capture.replication.connect import connect
+from capture.replication.session import Purpose
 from capture.snapshot.chunks import Chunk, copy_query, count_query
 from capture.snapshot.copytext import row_values, split_rows
 
@@ -145,7 +146,7 @@ class ReaderPool:
     def __init__(
         self, dsn: str, workers: int, *, count_rows: bool, hooks: LoadHooks = NO_HOOKS
     ) -> None:
-        self._dsn = dsn_util.with_session_options(dsn)
+        self._dsn = dsn
         self._jobs: queue.Queue[ChunkRead | None] = queue.Queue()
         self._count_rows = count_rows
         self._hooks = hooks
@@ -173,7 +174,7 @@ class ReaderPool:
             while (job := self._jobs.get()) is not None:
                 try:
                     if conn is None or conn.closed:
-                        conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=10)
+                        conn = connect(self._dsn, purpose=Purpose.LOAD)
                     self._read(conn, job)
                 except Exception as exc:  # noqa: BLE001 - handed to the coordinator
                     if not job.watermarked:

@@ -6,7 +6,7 @@ binary send format (``'b'`` columns, ``binary 'true'``). Both give EQUAL values 
 same datum, and ``to_text`` renders a value exactly as PostgreSQL's output function does
 (for the walsender settings ``DateStyle=ISO``, ``IntervalStyle=postgres``,
 ``TimeZone=UTC``, ``extra_float_digits=1``, ``bytea_output=hex``, UTF-8; see
-:data:`capture.dsn.SESSION_OPTIONS`).
+:mod:`capture.replication.session`).
 
 **The binary-mode rule: walcast never emits bytes it cannot render.** A value written in
 any format equals PostgreSQL's text output in binary mode exactly as in text mode. Every

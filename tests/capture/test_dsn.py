@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict
 
 from capture import dsn
 from capture.errors import ConfigError
@@ -37,14 +36,6 @@ def test_parse_error_names_the_setting_without_secret() -> None:
         dsn.parse(f"host=db nonsense password={SECRET}", setting="source.dsn")
     assert str(info.value).startswith("source.dsn: not a valid PostgreSQL connection string")
     assert SECRET not in str(info.value)
-
-
-def test_session_options_are_appended_to_user_options() -> None:
-    out = conninfo_to_dict(dsn.with_session_options("host=db options='-c work_mem=4MB'"))
-    assert out["options"].startswith("-c work_mem=4MB -c DateStyle=ISO")
-    assert "TimeZone=UTC" in out["options"]
-    extra = conninfo_to_dict(dsn.with_session_options("host=db", replication="database"))
-    assert extra["replication"] == "database"
 
 
 @pytest.mark.parametrize(
@@ -83,11 +74,6 @@ def test_a_short_password_is_masked_only_as_a_whole_word() -> None:
     assert dsn.scrub('password "ab" rejected for table abc', text) == (
         'password "********" rejected for table abc'
     )
-
-
-def test_walsender_text_arrives_in_utf8_whatever_the_database_encoding() -> None:
-    out = conninfo_to_dict(dsn.with_session_options("host=db"))
-    assert "-c client_encoding=UTF8" in out["options"]
 
 
 # -- a password in --dsn (issue 22.5) --------------------------------------------------------
