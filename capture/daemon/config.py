@@ -40,8 +40,8 @@ The sections:
     checked by :func:`capture.formats.parse_settings` at load time, before any connection.
 ``[daemon]``
     heartbeats, metrics (``metrics_port``, ``metrics_host``), the schema and snapshot
-    progress topics, status and reconnect intervals, and the health threshold
-    ``unhealthy_after``.
+    progress topics, status and reconnect intervals, the health threshold
+    ``unhealthy_after`` and the bound of side queries ``side_query_timeout``.
 
 ``source.snapshot`` is ``auto`` by default: the runner resolves it to ``initial`` when the
 run creates the slot, else ``never``. :class:`DaemonConfig` keeps the string ``"auto"``.
@@ -167,6 +167,8 @@ class DaemonConfig:
     snapshot_topic: str = "walcast.snapshots"
     reconnect_max_backoff: float = 30.0
     unhealthy_after: float = 60.0
+    side_query_timeout: float = 15.0
+    """``daemon.side_query_timeout``: the client-side bound of every side query."""
     origins: dict[str, Origin] = field(default_factory=dict, repr=False, compare=False)
 
     def mention(self, name: str) -> str:

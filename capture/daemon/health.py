@@ -1,10 +1,23 @@
 """What ``walcast run`` reports about itself: Prometheus metrics and ``/healthz``.
 
 :class:`Health` moves the pump's plain hot-path counters into the Prometheus metrics after
-each batch (:meth:`Health.count`), refreshes the gauges (lag, in flight, retained WAL) every
-few seconds (:meth:`Health.refresh`) and judges ``/healthz`` live, in the metrics thread
+each batch (:meth:`Health.count`, which also notes the pump's progress), refreshes the
+gauges (lag, in flight) every few seconds (:meth:`Health.refresh`), asks the server, from
+the side-work thread and never from the pump's loop, where its WAL is and how much the slot
+retains (:meth:`Health.sample`), and judges ``/healthz`` live, in the metrics thread
 (:meth:`Health.probe`). It reads the daemon's current sink and ledger at each call, since a
 session replaces them; it never changes what the daemon does.
+
+``/healthz`` is 503 (with the reason in its ``detail``) when nothing moved for
+``daemon.unhealthy_after`` seconds while work waits, judged at request time so that a pump
+blocked anywhere is seen:
+
+* Kafka: messages wait for a confirmation (or commit) and none came;
+* the stream: the server has WAL the daemon has not received (the server's WAL position,
+  sampled on the side connection, is past the highest position the pump received) and
+  the pump has neither received anything nor had a delivery confirmed since. The
+  walsender reports its position at least every ``daemon.status_interval`` seconds on a
+  live stream, so ``unhealthy_after`` must stay above it.
 """
 
 from __future__ import annotations
@@ -43,6 +56,14 @@ class Health:
         self._daemon = daemon
         self._config = config
         self._side = side
+        self.received = 0
+        """The highest WAL position any session's pump received (written by the pump's
+        thread only)."""
+        self.progress_at = time.monotonic()
+        """When :attr:`received` last moved (monotonic seconds)."""
+        self._behind: tuple[int, float] | None = None
+        """(server WAL position, when first seen) while the server was seen ahead of
+        :attr:`received` (written by the side-work thread only)."""
 
     def count(self, pump: Pump) -> None:
         """Move the hot path's plain counters into the Prometheus metrics."""
@@ -62,6 +83,30 @@ class Health:
             metrics.delivery_latency.observe(latency)
         self._daemon.ledger.latencies.clear()
         metrics.acked_lsn.set(pump.acked_lsn)
+        received = received_lsn(pump)
+        if received > self.received:
+            self.received = received
+            self.progress_at = time.monotonic()
+
+    def sample(self) -> None:
+        """Ask the server where its WAL is and what the slot retains (side-work thread).
+
+        Bounded by the side connection (``daemon.side_query_timeout``); no answer leaves
+        the previous sample in place.
+        """
+        found = self._side.run(lambda conn: slots.find_slot(conn, self._config.source.slot))
+        if found is None:
+            return
+        retained = found.wal_retained
+        if retained is not None:
+            self._daemon.metrics.retained_wal.set(retained)
+        received = self.received
+        behind = self._behind
+        if behind is not None and received >= behind[0]:
+            behind = None
+        if found.current_lsn > received and behind is None:
+            behind = (found.current_lsn, time.monotonic())
+        self._behind = behind
 
     def refresh(self, pump: Pump) -> None:
         """The gauges: lag (bytes, seconds), in flight, pauses, retained WAL, and the state."""
@@ -77,9 +122,6 @@ class Health:
         metrics.lag_seconds.set(
             commit_lag_seconds(oldest.commit_ts) if oldest is not None and oldest.commit_ts else 0
         )
-        retained = self._side.run(lambda conn: slots.wal_retained(conn, self._config.source.slot))
-        if retained is not None:
-            metrics.retained_wal.set(retained)
         unhealthy_after = self._config.unhealthy_after
         outage = sink.outage_seconds
         metrics.healthy = not (sink.in_flight and outage >= unhealthy_after)
@@ -103,16 +145,25 @@ class Health:
 
         Unhealthy when something was produced and not yet confirmed (at-least-once) or
         committed (exactly-once) and Kafka has confirmed nothing for ``unhealthy_after``
-        seconds: the pump may be blocked inside a wait that refreshes nothing else, so this
-        is judged here, live, in every mode. Reads only.
+        seconds, or when the server has WAL the pump has not received and the pump made
+        no progress (nothing received, nothing confirmed) for ``unhealthy_after`` seconds:
+        the pump may be blocked inside a wait that refreshes nothing else, so this is
+        judged here, live, in every mode. Reads only.
         """
         sink = self._daemon.sink
         if sink is None:
             return True, {}
+        now = time.monotonic()
+        limit = self._config.unhealthy_after
         waiting = sink.in_flight > 0 or self._daemon.ledger.waiting
         quiet = max(sink.clock() - sink.last_delivery, 0.0) if waiting else 0.0
-        limit = self._config.unhealthy_after
-        live: dict[str, Any] = {"seconds_without_delivery": round(quiet, 1)}
+        # While messages wait, a confirmation is progress (a pump paused on a full queue
+        # receives nothing); otherwise only receiving is (an idle sink counts as delivered).
+        last_progress = max(self.progress_at, now - quiet) if waiting else self.progress_at
+        live: dict[str, Any] = {
+            "seconds_without_delivery": round(quiet, 1),
+            "seconds_without_progress": round(now - last_progress, 1),
+        }
         if waiting and quiet >= limit:
             live["status"] = "degraded"
             live["detail"] = (
@@ -120,6 +171,18 @@ class Health:
                 f"changes wait (daemon.unhealthy_after={limit:g})"
             )
             return False, live
+        behind = self._behind
+        if behind is not None and self.received < behind[0]:
+            stuck = now - max(behind[1], last_progress)
+            if stuck >= limit:
+                live["status"] = "degraded"
+                live["detail"] = (
+                    f"the server has WAL to send (at {format_lsn(behind[0])}) and walcast "
+                    f"received nothing past {format_lsn(self.received)} for {stuck:.0f} s: "
+                    "the replication connection or the pump is stuck "
+                    f"(daemon.unhealthy_after={limit:g})"
+                )
+                return False, live
         return True, live
 
 

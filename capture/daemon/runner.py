@@ -45,19 +45,33 @@ across reconnects, decides what the slot may confirm. This module adds:
   a promotion (a failover) is checked against the timelines (:mod:`capture.daemon.timelines`);
 * heartbeats: a non-transactional logical message every ``heartbeat_interval`` (the slot
   advances on a quiet database) and each format's own heartbeat record;
+* side work never blocks the stream (issue 35): the heartbeat's logical message, the lag
+  and retained-WAL samples run in a thread of their own (:mod:`capture.daemon.sidework`);
+  every side query, there or in a session's set-up (catalog, walsender bookkeeping), is
+  bounded by ``daemon.side_query_timeout`` (:mod:`capture.replication.side`): a stuck one is
+  abandoned with one warning event and its connection reopened;
 * metrics and health (:mod:`capture.daemon.health`, served by :mod:`capture.daemon.metrics`):
-  ``/healthz`` says degraded once Kafka confirmed nothing for ``unhealthy_after`` seconds
-  while messages wait;
+  ``/healthz`` says degraded once nothing moved for ``unhealthy_after`` seconds while work
+  waits (Kafka confirmed nothing while messages wait, or the server has WAL the pump has not
+  received), and while a lost session is being retried;
 * start-up checks: topic names of every published table, rendered and checked for
   collisions before anything is produced.
 
 SIGTERM/SIGINT: stop reading, wait up to :data:`SHUTDOWN_FLUSH_TIMEOUT` for every delivery,
 acknowledge, exit 0. Messages still unconfirmed then are not lost: the slot stays before
-them and the next start sends them again.
+them and the next start sends them again. Every wait of the daemon's thread is bounded
+(side queries, connection attempts, the stream's receive timeout, Kafka's waits, which
+see a stop), so a stop is seen within seconds; should one still not end,
+:data:`STOP_DEADLINE` seconds after the request the process ends at once with one
+``stop_forced`` error line and exit code :data:`FORCED_EXIT` (nothing is lost either: the
+slot was only acknowledged for what Kafka confirmed).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Final
@@ -69,6 +83,7 @@ from capture.daemon.config import DaemonConfig
 from capture.daemon.health import Health, received_lsn
 from capture.daemon.metrics import Metrics, serve
 from capture.daemon.preconditions import check_source
+from capture.daemon.sidework import SideWork
 from capture.daemon.timelines import TimelineWatch
 from capture.daemon.walsenders import OwnWalsenders
 from capture.dsn import describe as dsn_describe
@@ -83,7 +98,7 @@ from capture.identity import SourceIdentity
 from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.lsn import format_lsn
 from capture.position import PositionLedger
-from capture.pump import HEARTBEAT_PREFIX, Output, Pump, Source, needs_transaction_sizes
+from capture.pump import Output, Pump, Source, needs_transaction_sizes
 from capture.replication import catalog, slots
 from capture.replication.connect import connect
 from capture.replication.side import SideConnection
@@ -98,6 +113,11 @@ from capture.source import ReplicationSource
 log = structlog.get_logger("walcast.daemon")
 
 SHUTDOWN_FLUSH_TIMEOUT: Final = 60.0
+STOP_DEADLINE: Final = SHUTDOWN_FLUSH_TIMEOUT + 30.0
+"""Seconds after SIGTERM/SIGINT by which the process has ended, whatever it waits for: the
+flush time, plus time for the load's records and the connections to close."""
+FORCED_EXIT: Final = 1
+"""Exit code of a stop that :data:`STOP_DEADLINE` had to force."""
 OUTAGE_SHUTDOWN_TIMEOUT: Final = 5.0
 """How long a stop waits for deliveries while Kafka is known to be unreachable."""
 METRICS_REFRESH: Final = 5.0
@@ -129,16 +149,25 @@ class Daemon:
         self.stop = stop
         self.metrics = Metrics()
         self.ledger = PositionLedger()
-        self.side = SideConnection(config.full_dsn())
+        self.side = SideConnection(config.full_dsn(), timeout=config.side_query_timeout)
         self.sink: KafkaSink | None = None
         self.health = Health(self, config, self.side)
         self.metrics.probe = self.health.probe
+        self.side_work = SideWork(
+            self.side,
+            heartbeat_interval=config.heartbeat_interval,
+            sample=self.health.sample,
+            sample_interval=max(min(METRICS_REFRESH, config.unhealthy_after / 4), 0.5),
+        )
         self._claimed: dict[str, tuple[str, str, str | None, str | None]] = {}
         self._walsenders = OwnWalsenders(self.side, config.source.slot)
         self._timelines = TimelineWatch(config.source.slot)
         self._warned_identity = False
         self._last_heartbeat = 0.0
         self._last_refresh = 0.0
+        self._stop_watch = threading.Thread(
+            target=self._watch_stop, name="walcast-stop-watch", daemon=True
+        )
         self._load_mode: SnapshotMode | None = None
         self._reached_postgres = False
         """A connection to PostgreSQL succeeded once in this process."""
@@ -156,6 +185,7 @@ class Daemon:
         """Stream until stopped; return the exit code."""
         config = self.config
         server = None
+        self._stop_watch.start()
         if config.metrics_port:
             try:
                 server = serve(self.metrics, config.metrics_host, config.metrics_port)
@@ -197,10 +227,30 @@ class Daemon:
                     backoff = min(backoff * 2, config.reconnect_max_backoff)
                     self._wait(wait)
         finally:
+            self.side_work.close()
             if server is not None:
                 server.shutdown()
             self.side.close()
         return 0
+
+    def _watch_stop(self) -> None:
+        """End the process :data:`STOP_DEADLINE` seconds after a stop request.
+
+        Runs in a thread of its own, so a wait of the daemon's thread cannot hold it; see
+        the module docstring.
+        """
+        while not self.stop():
+            time.sleep(0.2)
+        time.sleep(STOP_DEADLINE)
+        log.error(
+            "stop_forced",
+            error=f"walcast did not stop within {STOP_DEADLINE:g} s of the request; it ends "
+            "now, the slot stays at the last position Kafka confirmed and the next start "
+            "resumes there",
+        )
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(FORCED_EXIT)
 
     def _retry_in(self, exc: WalcastError, backoff: float, started: float) -> float:
         """Seconds to wait before the next session after ``exc`` (a transient error).
@@ -215,6 +265,11 @@ class Daemon:
         if isinstance(exc, ProgressUnavailableError):
             self._kafka_down(exc.one_line())
         self.metrics.healthy = False
+        self.metrics.state = {
+            "status": "reconnecting",
+            "slot": config.source.slot,
+            "detail": f"the session ended and is retried: {exc.one_line()}",
+        }
         limit = config.connect_timeout
         if self._reached_postgres or not limit:
             event = "source_lost" if lost else "retrying"
@@ -373,6 +428,7 @@ class Daemon:
             self.metrics.state = {"status": "streaming", "slot": config.source.slot}
             sink.note_reachable()
             log.info("session_started", slot=config.source.slot, formats=formats)
+            self.side_work.start()
             pump.run(self.stop, after_batch=lambda: self._after_batch(pump))
         except ConnectionLostError as exc:
             self.ledger.abandon_open()
@@ -575,12 +631,7 @@ class Daemon:
             self.health.refresh(pump)
 
     def _heartbeat(self, pump: Pump) -> None:
-        """A logical message (the slot advances on a quiet database) and format heartbeats."""
-        self.side.run(
-            lambda conn: conn.execute(
-                "SELECT pg_logical_emit_message(false, %s, '')", (HEARTBEAT_PREFIX,)
-            )
-        )
+        """Each format's heartbeat records (the logical message is side work's)."""
         now_us = time.time_ns() // 1000
         received = received_lsn(pump)
         for output in pump.outputs:

@@ -228,8 +228,15 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     _s("daemon", "reconnect_max_backoff", Kind.NUMBER, 30.0,
        "longest wait in seconds between reconnection attempts", minimum=0.1),
     _s("daemon", "unhealthy_after", Kind.NUMBER, 60.0,
-       "seconds that nothing moved (no Kafka delivery or commit) while work waits, before "
-       "/healthz answers 503 (every mode)", minimum=0.1),
+       "seconds that nothing moved while work waits (no Kafka delivery or commit while "
+       "messages wait, no WAL received while the server has some to send), before "
+       "/healthz answers 503 with the reason (every mode; keep it above status_interval)",
+       minimum=0.1),
+    _s("daemon", "side_query_timeout", Kind.NUMBER, 15.0,
+       "seconds a side query (heartbeat, lag sample, catalog lookup, walsender "
+       "bookkeeping; its connection attempt included) may take before it is abandoned, "
+       "its connection dropped and reopened, with one warning; the stream never waits "
+       "on one", minimum=0.1),
 )  # fmt: skip
 """Every setting of the ``[source]``, ``[kafka]`` and ``[daemon]`` sections, in file order."""
 
