@@ -168,6 +168,8 @@ class Daemon:
         self._stop_watch = threading.Thread(
             target=self._watch_stop, name="walcast-stop-watch", daemon=True
         )
+        self._ended = threading.Event()
+        """Set when :meth:`run` returns or raises: the stop watch has nothing left to do."""
         self._load_mode: SnapshotMode | None = None
         self._reached_postgres = False
         """A connection to PostgreSQL succeeded once in this process."""
@@ -227,6 +229,7 @@ class Daemon:
                     backoff = min(backoff * 2, config.reconnect_max_backoff)
                     self._wait(wait)
         finally:
+            self._ended.set()
             self.side_work.close()
             if server is not None:
                 server.shutdown()
@@ -237,11 +240,14 @@ class Daemon:
         """End the process :data:`STOP_DEADLINE` seconds after a stop request.
 
         Runs in a thread of its own, so a wait of the daemon's thread cannot hold it; see
-        the module docstring.
+        the module docstring. Does nothing once :meth:`run` has ended (an embedding
+        process lives on).
         """
         while not self.stop():
-            time.sleep(0.2)
-        time.sleep(STOP_DEADLINE)
+            if self._ended.wait(0.2):
+                return
+        if self._ended.wait(STOP_DEADLINE):
+            return
         log.error(
             "stop_forced",
             error=f"walcast did not stop within {STOP_DEADLINE:g} s of the request; it ends "
