@@ -10,8 +10,8 @@ PYTHON := $(VENV)/bin/python
 SERVICES := scripts/local-services
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup prerequisites test-prerequisites demo test test-versions unit lint typecheck bench \
-	services-start services-stop
+.PHONY: setup prerequisites test-prerequisites demo test test-versions unit unit-nospark lint \
+	typecheck bench services-start services-stop
 
 # What the set-up needs from the system, checked before anything is downloaded: ONE line
 # naming every missing command and the Debian/Ubuntu package that has it (the README's
@@ -69,6 +69,8 @@ setup: prerequisites $(INSTALLED)
 	scripts/build-readers >/dev/null
 	@echo "set-up done: walcast is in $(VENV)/bin; put it on PATH in your shell with: . $(VENV)/bin/activate"
 
+# This checkout's own services (scripts/local-services keeps them in a state dir of the
+# checkout and the user: `scripts/local-services dir`); another checkout's are never touched.
 services-start:
 	$(SERVICES) start all
 
@@ -88,6 +90,21 @@ typecheck: $(INSTALLED)
 unit: $(INSTALLED)
 	$(PYTHON) -m pytest -m "not integration" -q
 
+# The unit tests as a user without the Spark extra runs them (issue 30.5): a throwaway venv
+# with walcast's base dependencies and pyproject's `test` extra only, which must not hold
+# pyspark. Unit tests that need pyspark are marked `spark` and left out here; `make test`
+# runs them (and every integration test) in the project venv, so each test runs once.
+UNIT_NOSPARK := not integration and not spark
+unit-nospark: | $(PYTHON)
+	@venv=$$(mktemp -d "$${TMPDIR:-/tmp}/walcast-nospark.XXXXXX") && trap 'rm -rf "$$venv"' EXIT && \
+	  echo "unit-nospark: a venv without pyspark in $$venv" && \
+	  $(PYTHON) -m venv "$$venv" && \
+	  PYTHONWARNINGS='ignore:Editable installation' "$$venv/bin/python" -m pip install \
+	    --quiet --disable-pip-version-check -e '.[test]' && \
+	  if "$$venv/bin/python" -c 'import pyspark' 2>/dev/null; then \
+	    echo "unit-nospark: pyspark is installed in $$venv; it must not be" >&2; exit 1; fi && \
+	  "$$venv/bin/python" -m pytest -m "$(UNIT_NOSPARK)" -q -p no:cacheprovider
+
 # The system's PostgreSQL major (Debian 12: 15, Ubuntu 24.04: 16; the newest installed, as
 # scripts/local-services picks it): every test runs on it; the capture core then runs on
 # every other supported major (OTHER_PG_MAJORS), so each major runs once.
@@ -96,9 +113,13 @@ SYSTEM_PG_MAJOR = $(shell for d in /usr/lib/postgresql/*/bin/initdb; do [ -x "$$
 	| sed -n 's#^/usr/lib/postgresql/\([0-9]*\)/bin/initdb$$#\1#p' | sort -n | tail -n 1)
 OTHER_PG_MAJORS = $(filter-out $(SYSTEM_PG_MAJOR),$(SUPPORTED_PG_MAJORS))
 
-# Every test on the system's PostgreSQL (Debian's 15), then the capture core on the others.
+# The unit tests without pyspark (unit-nospark), then every other test (integration, and the
+# unit tests marked spark) on the system's PostgreSQL (Debian's 15), then the capture core on
+# the others. Each test runs once.
 test: test-prerequisites setup lint typecheck
-	eval "$$($(SERVICES) start all)" && $(PYTHON) -m pytest -q --durations=25
+	$(MAKE) --no-print-directory unit-nospark
+	eval "$$($(SERVICES) start all)" && \
+	  $(PYTHON) -m pytest -q --durations=25 -m "integration or spark"
 	$(MAKE) --no-print-directory test-versions PG_MAJORS="$(OTHER_PG_MAJORS)"
 
 # The capture core (tests marked `core`) once per PostgreSQL major, in one pytest session

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+import pytest
 import yaml
 
 from capture.cli import build_parser
@@ -172,9 +173,12 @@ def readme_exit_codes() -> set[int]:
     return {int(code) for code in re.findall(r"^\| (\d+) \|", table, re.MULTILINE)}
 
 
-def error_classes() -> Iterator[type[WalcastError]]:
-    """Every WalcastError subclass of capture and pipeline (every module imported)."""
-    for package in ("capture", "pipeline"):
+def error_classes(
+    packages: tuple[str, ...] = ("capture", "pipeline"),
+) -> Iterator[type[WalcastError]]:
+    """Every WalcastError subclass of ``packages`` (every module imported: pipeline's need
+    pyspark)."""
+    for package in packages:
         root = importlib.import_module(package)
         for module in pkgutil.walk_packages(root.__path__, f"{package}."):
             if module.name.endswith("__main__") or ".jobs." in module.name:
@@ -187,9 +191,17 @@ def error_classes() -> Iterator[type[WalcastError]]:
         pending.extend(cls.__subclasses__())
 
 
+@pytest.mark.spark  # imports every pipeline module
 def test_the_exit_code_table_lists_every_code_walcast_exits_with() -> None:
     codes = {cls.exit_code for cls in error_classes()}
     assert readme_exit_codes() == codes | {0, 130}
+
+
+def test_the_exit_code_table_lists_every_code_capture_exits_with() -> None:
+    """The same for capture alone: what a run without the Spark extra can check."""
+    codes = {cls.exit_code for cls in error_classes(("capture",))}
+    assert codes
+    assert codes | {0, 130} <= readme_exit_codes()
 
 
 def test_an_interrupted_command_exits_130() -> None:
