@@ -28,6 +28,16 @@ Invariants:
   ``kafka_reachable`` follows when Kafka answers again. With nothing waiting, a report is
   made only after a metadata request (:meth:`KafkaSink.reachable`) confirmed that no broker
   answers, so a stale outage is never reported.
+* Every librdkafka call that can block has a bound (issue 35): ``poll``/``flush`` take
+  the caller's timeout (0-0.2 s in the pump's loop, 0.2 s steps in :meth:`KafkaSink.drain`
+  and the back-pressure wait), ``list_topics`` :data:`PROBE_TIMEOUT` or the caller's
+  (``reachable``: the daemon's ``KAFKA_PROBE``), the admin client's futures their request
+  timeout plus 5 s; the exactly-once sink's transaction calls take
+  :data:`~capture.sinks.kafka_eos.WAIT_STEP`. The waits made of these steps (a full queue,
+  a layout's confirmation, a drain, a commit) call ``wait_hook`` between steps, which sees
+  a stop (``StopRequested``); an outage inside them is reported by the sink after
+  ``kafka.connect_timeout`` and turns ``/healthz`` 503 after ``daemon.unhealthy_after``.
+  A stop's drain is bounded by the daemon's flush time (``SHUTDOWN_FLUSH_TIMEOUT``).
 * SASL authentication failures are terminal: the next call raises :class:`KafkaSinkError`.
 * So is a ``security.protocol`` the listener does not speak (:class:`ProtocolWatch`): a TLS
   client at a plaintext listener, or a plaintext client at a TLS one, fails the same way on
