@@ -51,6 +51,8 @@ from capture.replication.session import Purpose
 from capture.replication.setup import invalidated_slot_error
 
 DEFAULT_STATUS_INTERVAL: Final = 10.0
+FLUSH_TIMEOUT: Final = 60.0
+"""Seconds a status update may wait for the socket when no ``receive_timeout`` is set."""
 ACK_STATUS_INTERVAL: Final = 1.0
 """Minimum seconds between status updates sent because the acknowledged LSN moved."""
 _XLOG_HEADER_UNPACK: Final = struct.Struct(">QQq").unpack_from
@@ -335,14 +337,32 @@ class ReplicationStream:
         elif self.acked_lsn != self._sent_ack and elapsed >= ACK_STATUS_INTERVAL:
             self.send_status()
 
-    def send_status(self, *, reply: bool = False) -> None:
-        """Send a standby status update with the acknowledged LSN as flushed/applied."""
+    def send_status(self, *, reply: bool = False, timeout: float | None = None) -> None:
+        """Send a standby status update with the acknowledged LSN as flushed/applied.
+
+        The flush waits at most ``timeout`` seconds (default: ``receive_timeout``, else
+        :data:`FLUSH_TIMEOUT`) for the socket to take the update: a socket that takes
+        nothing for that long (a frozen network, a stopped server) ends the stream as lost
+        (:class:`~capture.errors.ConnectionLostError`, retried), never holds the pump.
+        """
         ack = self.acked_lsn
         payload = standby_status(max(self.received_lsn, ack), ack, ack, reply=reply)
+        if timeout is None:
+            timeout = self.receive_timeout if self.receive_timeout is not None else FLUSH_TIMEOUT
+        deadline = time.monotonic() + timeout
         try:
             self._pgconn.put_copy_data(payload)
             while self._pgconn.flush() == 1:
-                select.select([], [self._pgconn.socket], [], 1.0)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ConnectionLostError(
+                        f"replication stream from slot {self.slot!r}: a status update could "
+                        f"not be sent for {timeout:g} s at {format_lsn(self.received_lsn)}: "
+                        "the server or the network hangs",
+                        hint="walcast drops the connection and reconnects; "
+                        "source.receive_timeout sets the wait",
+                    )
+                select.select([], [self._pgconn.socket], [], min(remaining, 1.0))
         except psycopg.OperationalError as exc:
             raise self._lost(exc) from None
         self._sent_ack = ack
@@ -357,7 +377,7 @@ class ReplicationStream:
         pgconn = self._pgconn
         try:
             if pgconn.status == pq.ConnStatus.OK:
-                self.send_status()
+                self.send_status(timeout=timeout)
                 pgconn.put_copy_end()
                 pgconn.flush()
                 deadline = time.monotonic() + timeout
