@@ -34,6 +34,10 @@ class WrongFormatError(WalcastError):
     exit_code = 5
 
 
+class UnorderedChangesError(WalcastError):
+    """A table's changes mix records with and without a commit LSN: no total order (exit 1)."""
+
+
 class SparkJobError(WalcastError):
     """The streaming query failed inside Spark; the message is Spark's first line (exit 1)."""
 

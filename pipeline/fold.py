@@ -1,7 +1,10 @@
 """The fold of a batch of normalized changes into one result per row (no I/O).
 
-Changes sort by ``(commit_lsn_num, ordinal)`` then the Kafka position
-(:data:`pipeline.model.ORDER_COLUMNS`); :func:`without_truncated` drops what a TRUNCATE
+Changes sort by the order the caller names (``order``): ``(commit_lsn_num, ordinal)``
+then the Kafka position (:data:`pipeline.model.LOG_ORDER`, the default), or the Kafka
+position alone for a table none of whose changes has a commit LSN
+(:data:`pipeline.model.KAFKA_ORDER`; :func:`pipeline.model.order_columns` picks, and
+refuses a mix); :func:`without_truncated` drops what a TRUNCATE
 in the batch wiped out. Tables with a primary key fold per key (:func:`fold_by_key`:
 insert resets the row to the after image, update overlays the after image's columns so
 an absent column, e.g. unchanged TOAST, keeps its value, delete removes; a key change is
@@ -23,14 +26,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from pipeline.model import ORDER_COLUMNS
+from pipeline.model import LOG_ORDER
 
 ROW_KEY = "_walcast_row_key"
 """The column of a keyless table that identifies a whole row (its image as JSON)."""
 
 
-def _sort_key() -> Column:
-    return F.struct(*[F.col(c) for c in ORDER_COLUMNS])
+def _sort_key(order: Sequence[str]) -> Column:
+    return F.struct(*[F.col(c) for c in order])
 
 
 def load_start() -> Column:
@@ -43,7 +46,9 @@ def load_start() -> Column:
     return F.coalesce(F.col("load"), F.lit(False)) & (F.col("ordinal") == 1)
 
 
-def without_truncated(changes: DataFrame, *, reset_at_load: bool = False) -> tuple[DataFrame, bool]:
+def without_truncated(
+    changes: DataFrame, *, reset_at_load: bool = False, order: Sequence[str] = LOG_ORDER
+) -> tuple[DataFrame, bool]:
     """The changes from the last reset on, and whether there was one (collects 1 row).
 
     A reset is a TRUNCATE (dropped itself) or, with ``reset_at_load`` (tables kept as
@@ -53,17 +58,15 @@ def without_truncated(changes: DataFrame, *, reset_at_load: bool = False) -> tup
     cuts = F.col("op") == "truncate"
     if reset_at_load:
         cuts = cuts | load_start()
-    last = changes.where(cuts).select(F.max(_sort_key()).alias("t")).collect()
+    last = changes.where(cuts).select(F.max(_sort_key(order)).alias("t")).collect()
     cut = last[0]["t"] if last else None
     if cut is None:
         return changes.where(F.col("op") != "truncate"), False
     # Typed literals: a NULL field (e.g. an ordinal a format does not carry) must keep
     # the column's type, or the struct comparison does not resolve.
     types = {f.name: f.dataType for f in changes.schema.fields}
-    cut_col = F.struct(
-        *[F.lit(v).cast(types[c]).alias(c) for c, v in zip(ORDER_COLUMNS, cut, strict=True)]
-    )
-    return changes.where((F.col("op") != "truncate") & (_sort_key() >= cut_col)), True
+    cut_col = F.struct(*[F.lit(v).cast(types[c]).alias(c) for c, v in zip(order, cut, strict=True)])
+    return changes.where((F.col("op") != "truncate") & (_sort_key(order) >= cut_col)), True
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,9 @@ class KeyFold:
     moves: bool
 
 
-def fold_by_key(changes: DataFrame, pk: Sequence[str]) -> KeyFold:
+def fold_by_key(
+    changes: DataFrame, pk: Sequence[str], *, order: Sequence[str] = LOG_ORDER
+) -> KeyFold:
     """Fold a table's changes per primary key (see :class:`KeyFold` for the result).
 
     Events per key, in order: insert resets the row to the after image; update overlays
@@ -128,7 +133,7 @@ def fold_by_key(changes: DataFrame, pk: Sequence[str]) -> KeyFold:
     def event(key: Column, kind: Column, img: Column, sub: int, source: Column) -> Column:
         return F.struct(
             key.alias("key"),
-            _sort_key().alias("pos"),
+            _sort_key(order).alias("pos"),
             F.lit(sub).alias("sub"),
             kind.alias("op"),
             img.alias("img"),

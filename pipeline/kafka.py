@@ -9,9 +9,10 @@ Records also carry what walcast's Kafka headers say (:func:`with_walcast_headers
 with the source's ``includeHeaders``): ``source`` (the ``walcast.source`` header: which
 database and slot the message came from, :mod:`capture.identity`), ``load`` (the
 ``walcast.xid`` header is ``0``: the message holds rows of a load chunk, whose xid is 0,
-never a real transaction's) and ``header_ordinal`` (``walcast.ordinal``, on messages of
-one change). Messages of other producers have none of these headers: null source, not a
-load, no ordinal.
+never a real transaction's), ``header_lsn`` (``walcast.commit_lsn``, the commit LSN of
+the transaction or the load chunk the message belongs to, as a 64-bit number) and
+``header_ordinal`` (``walcast.ordinal``, on messages of one change). Messages of other
+producers have none of these headers: null source, not a load, no position.
 """
 
 # ruff: noqa: N812, FBT003
@@ -23,9 +24,11 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pipeline import pgtext
+
 RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 """The Kafka source's columns every parser reads."""
-HEADER_COLUMNS = ("source", "load", "header_ordinal")
+HEADER_COLUMNS = ("source", "load", "header_lsn", "header_ordinal")
 """The columns :func:`with_walcast_headers` derives from walcast's headers."""
 RECORD_COLUMNS = (*RAW_COLUMNS, *HEADER_COLUMNS)
 """A record as the jobs hand it to a parser."""
@@ -35,12 +38,14 @@ def with_walcast_headers(records: DataFrame) -> DataFrame:
     """``records`` with :data:`HEADER_COLUMNS`, from its ``headers`` column when it has one.
 
     A frame without ``headers`` (built by hand, or read without ``includeHeaders``) gets
-    a null ``source``, ``load`` false and a null ``header_ordinal`` where it lacks them.
+    a null ``source``, ``load`` false and a null ``header_lsn``/``header_ordinal`` where it
+    lacks them.
     """
     if "headers" not in records.columns:
         missing = {
             "source": F.lit(None).cast("string"),
             "load": F.lit(False),
+            "header_lsn": F.lit(None).cast("long"),
             "header_ordinal": F.lit(None).cast("long"),
         }
         return records.withColumns({k: v for k, v in missing.items() if k not in records.columns})
@@ -55,6 +60,7 @@ def with_walcast_headers(records: DataFrame) -> DataFrame:
         {
             "source": header("walcast.source"),
             "load": F.coalesce(header("walcast.xid") == F.lit("0"), F.lit(False)),
+            "header_lsn": pgtext.lsn_number(header("walcast.commit_lsn")),
             "header_ordinal": F.when(
                 header("walcast.ordinal").rlike("^[0-9]{1,18}$"),
                 header("walcast.ordinal").cast("long"),

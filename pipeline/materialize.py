@@ -5,8 +5,12 @@ Input: the normalized table written by :mod:`pipeline.normalize`, read as a stre
 exactly once). Per micro-batch and per source table:
 
 1. **Order**: changes sort by ``(commit_lsn_num, ordinal)`` then the Kafka position
-   (:data:`pipeline.model.ORDER_COLUMNS`). Changes before the batch's last TRUNCATE of
-   the table are dropped and the table is emptied first.
+   (:data:`pipeline.model.LOG_ORDER`) when each of the table's changes in the batch has a
+   commit LSN, by the Kafka position (:data:`pipeline.model.KAFKA_ORDER`) when none has;
+   a table with both is a one-line error before any table of the batch is written
+   (:func:`pipeline.model.order_columns`, the rule in :mod:`pipeline.model`). Changes
+   before the batch's last TRUNCATE of the table are dropped and the table is emptied
+   first.
 2. **Fold per key** (tables with a primary key): each change is an event on its key
    (insert: reset to the after image; update: overlay the after image's columns, so an
    absent column, e.g. unchanged TOAST, keeps its value; delete: remove). An update
@@ -53,7 +57,7 @@ from pipeline import preflight
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
 from pipeline.layouts import latest_layouts, layout_topic_name, read_layouts, warn_sourceless
-from pipeline.model import NORMALIZED
+from pipeline.model import NORMALIZED, order_columns
 from pipeline.normalize import rate_text
 from pipeline.session import session_uses_delta
 from pipeline.stores import (
@@ -102,13 +106,22 @@ def apply_batch(
     if layouts is not None:
         for row in latest_layouts(layouts).collect():
             by_table[(row["source"], row["schema"], row["table"])] = row
-    counts = {
-        (r["source"], r["schema"], r["table"]): int(r["count"])
-        for r in changes.groupBy("source", "schema", "table").count().collect()
-    }
+    counted = (
+        changes.groupBy("source", "schema", "table")
+        .agg(F.count(F.lit(1)).alias("n"), F.count("commit_lsn_num").alias("positioned"))
+        .collect()
+    )
+    counts = {(r["source"], r["schema"], r["table"]): int(r["n"]) for r in counted}
+    positioned = {(r["source"], r["schema"], r["table"]): int(r["positioned"]) for r in counted}
     several = len({source for source, _, _ in counts}) > 1
+    # the apply order of each table, checked before any table is written
+    orders = {
+        name: order_columns(count, positioned[name], _label(*name, several=several))
+        for name, count in counts.items()
+    }
     done: dict[str, int] = {}
     for (source, schema, table), count in sorted(counts.items(), key=_by_name):
+        order = orders[(source, schema, table)]
         part = changes.where(
             F.col("source").eqNullSafe(F.lit(source).cast("string"))
             & (F.col("schema") == schema)
@@ -122,9 +135,9 @@ def apply_batch(
         )
         path = table_path(state_root, schema, table, source)
         if delta:
-            apply_delta(spark, path, spec, part, batch_id, f"{app_id}:{path}")
+            apply_delta(spark, path, spec, part, batch_id, f"{app_id}:{path}", order)
         else:
-            apply_parquet(spark, path, spec, part, batch_id)
+            apply_parquet(spark, path, spec, part, batch_id, order)
         done[_label(source, schema, table, several=several)] = count
     return done
 

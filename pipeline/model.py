@@ -21,9 +21,23 @@ database and slot the change came from (null for other producers), and whether i
 row of a load (an initial or ``walcast snapshot`` load: its position in the load chunk is
 its ordinal, 1 for the chunk's first row).
 
-Ordering invariant: within one source, changes sort in commit order by
-``(commit_lsn_num, ordinal)``; :data:`ORDER_COLUMNS` adds the Kafka position as a
-tie-breaker for formats that carry no ordinal.
+Ordering rule (issue 36): a change's place is its **position**, never a part of one.
+
+* ``commit_lsn_num`` is the record's commit LSN, else walcast's ``walcast.commit_lsn``
+  header (:mod:`pipeline.kafka`): every message walcast writes has one, in every format
+  (Debezium's records carry only each change's own LSN, so the header is what places
+  walcast's Debezium topics).
+* ``ordinal`` is the record's ordinal, else the ``walcast.ordinal`` header (a message of
+  one change). An ordinal numbers a change inside its transaction or load chunk: without
+  its commit LSN it orders nothing, so normalize keeps it **only where
+  ``commit_lsn_num`` is known** (``ordinal`` is null wherever ``commit_lsn_num`` is).
+* A table's changes (of one source) are applied in :data:`LOG_ORDER`, ``(commit_lsn_num,
+  ordinal)`` then the Kafka position, when every one of them has a commit LSN (walcast
+  writes one for every change: this is commit order); in :data:`KAFKA_ORDER` (the Kafka
+  position within a partition: the producer's order, e.g. a Debezium connector's, which
+  keys a row's records to one partition) when none has; and not at all when some have
+  and some do not (:func:`order_columns`: a one-line error, never a sort key whose first
+  column is NULL for some of the changes, which would put them before all the others).
 """
 
 # ruff: noqa: FBT003
@@ -43,6 +57,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from pipeline.errors import UnorderedChangesError
 
 TEXT_MAP = MapType(StringType(), StringType(), True)
 NAMES = ArrayType(StringType(), True)
@@ -114,13 +130,41 @@ NORMALIZED = StructType(
 PARTITION_COLUMNS = ("schema", "table", "commit_date")
 """How the normalized table is partitioned: by source table, then commit date (UTC)."""
 
-ORDER_COLUMNS = ("commit_lsn_num", "ordinal", "kafka_partition", "kafka_offset", "record_index")
-"""Apply order of changes: commit order, then the Kafka position as a tie-breaker."""
+KAFKA_ORDER = ("kafka_partition", "kafka_offset", "record_index")
+"""The Kafka position of a change: apply order of a table none of whose changes has a
+commit LSN (never null: every change comes from a Kafka record)."""
+LOG_ORDER = ("commit_lsn_num", "ordinal", *KAFKA_ORDER)
+"""Commit order, the Kafka position as tie-breaker (a message's changes without
+ordinals): apply order of a table all of whose changes have a commit LSN."""
+ORDER_COLUMNS = LOG_ORDER
+"""The apply order of walcast's changes (:data:`LOG_ORDER`)."""
+
+
+def order_columns(changes: int, positioned: int, table: str) -> tuple[str, ...]:
+    """The apply order of a table's changes: by position, or by Kafka position.
+
+    ``changes`` changes of ``table``, ``positioned`` of them with a commit LSN:
+    :data:`LOG_ORDER` when all have one, :data:`KAFKA_ORDER` when none has. Some but not
+    all is :class:`~pipeline.errors.UnorderedChangesError` (one line): their order against
+    each other is unknown, and a sort would put the ones without a commit LSN first.
+    """
+    if positioned == changes:
+        return LOG_ORDER
+    if positioned == 0:
+        return KAFKA_ORDER
+    raise UnorderedChangesError(
+        f"{table}: {changes - positioned:,} of {changes:,} changes have no commit LSN, the "
+        "others have one: their order against each other is unknown",
+        hint="read one producer's topics per normalize output (walcast writes the "
+        "walcast.commit_lsn header on every message)",
+    )
+
 
 MESSAGE = StructType(
     [
         *KAFKA_FIELDS,
         *SOURCE_FIELDS,
+        StructField("header_lsn", LongType(), True),
         StructField("header_ordinal", LongType(), True),
         *RAW_FIELDS,
         StructField("sort_key", LongType(), True),

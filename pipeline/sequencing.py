@@ -9,11 +9,19 @@ comparable (two servers' LSNs; two slots of one server at different points of th
 So everything below is per topic, partition and source: a sequence is a source's messages
 in one partition. Hence:
 
+* **Positions** (:mod:`pipeline.model` states the rule): a change's commit LSN is the
+  record's, else the ``walcast.commit_lsn`` header's; its ordinal the record's, else the
+  ``walcast.ordinal`` header's (messages of one change). An ordinal without a commit LSN
+  is dropped (:func:`outputs`): alone it orders nothing across transactions.
 * **Replays**: a change whose position is not above every position seen before it in its
   partition (earlier in the batch, or in earlier batches: the partition's high-water
   mark) is a replay and is dropped from the output (it goes to the quarantine with
   reason ``replay``, so nothing disappears silently). Changes without a position
-  (formats or producers that carry no ordinal) are never treated as replays.
+  (formats or producers that carry no ordinal) are never treated as replays. A format
+  that writes a key-changing update as a delete and an insert with the update's position
+  (:attr:`~pipeline.formats.base.Parser.splits_key_updates`, Debezium) compares
+  ``(commit LSN, 2 x ordinal + h)``, ``h`` 1 for the insert, 0 otherwise, so the insert
+  half is above its delete half, and a resent pair is still a replay.
 * **IBM segments**: a transaction split into segments ``0001, 0002, …, 0000`` numbers
   its records across the segments; a message continues the run of the previous message
   in its partition when both have the same commit LSN, the previous one is not final
@@ -45,6 +53,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from pipeline import pgtext
 from pipeline._sequencing_state import PART as _PART
 from pipeline._sequencing_state import PENDING as _PENDING
 from pipeline._sequencing_state import SEQ as _SEQ
@@ -207,9 +216,15 @@ def sequence(
         rows = rows.persist()
     narrow = [*POSITION_COLUMNS, "is_pseudo"]
     own = rows.where(first_of_message()).select(
-        *[F.col(ROW_NAMES.get(c, c)).alias(c) for c in narrow]
+        *[F.col(ROW_NAMES.get(c, c)).alias(c) for c in narrow],
+        # the insert half of a split key update (see the module docstring)
+        F.when(F.lit(parser.splits_key_updates) & (F.col("op") == "insert"), F.lit(1))
+        .otherwise(F.lit(0))
+        .alias("split_half"),
     )
-    positions = _annotate(own.unionByName(pseudo.select(*narrow)), parser)
+    positions = _annotate(
+        own.unionByName(pseudo.select(*narrow).withColumn("split_half", F.lit(0))), parser
+    )
     if persist:
         positions = positions.persist()
     # An IBM record row counts one change, and the records of a message are one run, so
@@ -283,6 +298,11 @@ def _annotate(df: DataFrame, parser: Parser) -> DataFrame:
     else:
         df = df.withColumn("base", F.lit(0).cast("long"))
         first = F.coalesce(F.col("first_ordinal"), header_ordinal())
+        if parser.splits_key_updates:
+            # the state's high-water mark (sort_key -3) is kept in this scale already
+            first = F.when(F.col("sort_key") == -3, first).otherwise(
+                first * 2 + F.col("split_half")
+            )
     if parser.paired:
         role = F.coalesce(F.col("pair_role"), F.lit(""))
         is_before = role == "before"
@@ -352,13 +372,17 @@ def outputs(rows: DataFrame, parser: Parser) -> tuple[DataFrame, DataFrame]:
     orphan halves), with their Kafka columns, ``reason`` and ``detail``.
     """
     kept = ~F.col("consumed") & ~F.col("pending") & ~F.col("orphan")
+    lsn = F.coalesce(F.col("commit_lsn_num"), F.col("header_lsn"))
     ordinal = (
         F.col("base") + F.col("ordinal")
         if parser.segmented
         else F.coalesce(F.col("ordinal"), header_ordinal())
     )
     special = {
-        "ordinal": ordinal,
+        # the position rule of pipeline.model: no ordinal without its commit LSN
+        "commit_lsn": F.coalesce(F.col("commit_lsn"), pgtext.lsn_text(F.col("header_lsn"))),
+        "commit_lsn_num": lsn,
+        "ordinal": F.when(lsn.isNotNull(), ordinal),
         "commit_date": F.to_date(F.col("commit_time")),
         "record_index": F.coalesce(F.col("message_index"), F.lit(0)) + F.col("_pos"),
     }

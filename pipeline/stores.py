@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from pyspark.sql import functions as F
 
 from capture.identity import SourceIdentity
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, without_truncated
+from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text, spark_type
 
 log = logging.getLogger(__name__)
@@ -255,9 +257,14 @@ def _with_base(keyed: DataFrame, current: DataFrame, spec: TableSpec) -> DataFra
 
 
 def apply_parquet(
-    spark: SparkSession, path: str, spec: TableSpec, changes: DataFrame, batch_id: int
+    spark: SparkSession,
+    path: str,
+    spec: TableSpec,
+    changes: DataFrame,
+    batch_id: int,
+    order: Sequence[str] = LOG_ORDER,
 ) -> None:
-    """Rewrite ``path``'s state with ``changes`` applied (skipped when already applied)."""
+    """Rewrite ``path``'s state with ``changes`` applied in ``order`` (once per batch)."""
     version = current_version(spark, path)
     name = _version_name(batch_id)
     if version is not None and version >= name:
@@ -266,12 +273,12 @@ def apply_parquet(
     for n, t in spec.columns:
         if n not in current.columns:
             current = current.withColumn(n, F.lit(None).cast(t))
-    kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key)
+    kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
     if truncated:
         current = empty_table(spark, spec)
     out_cols = spec.names + ([] if spec.primary_key else [ROW_KEY])
     if spec.primary_key:
-        fold = fold_by_key(kept, spec.primary_key)
+        fold = fold_by_key(kept, spec.primary_key, order=order)
         keyed = fold.rows.select("*", *typed_columns(spec, F.col("_row"), "_v_"))
         if fold.moves and not truncated:
             keyed = _with_base(keyed, current, spec)
@@ -314,9 +321,15 @@ def apply_parquet(
 
 
 def apply_delta(
-    spark: SparkSession, path: str, spec: TableSpec, changes: DataFrame, batch_id: int, app_id: str
+    spark: SparkSession,
+    path: str,
+    spec: TableSpec,
+    changes: DataFrame,
+    batch_id: int,
+    app_id: str,
+    order: Sequence[str] = LOG_ORDER,
 ) -> None:
-    """MERGE ``changes`` into the Delta table at ``path`` (idempotent per batch id)."""
+    """MERGE ``changes`` in ``order`` into the Delta table at ``path`` (once per batch id)."""
     from delta.tables import DeltaTable  # noqa: PLC0415
 
     if not DeltaTable.isDeltaTable(spark, path):
@@ -328,7 +341,7 @@ def apply_delta(
         cols = ", ".join(f"`{n}` {t}" for n, t in missing)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
         target = DeltaTable.forPath(spark, path)
-    kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key)
+    kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
 
     def txn(step: str) -> None:
         spark.conf.set("spark.databricks.delta.write.txnAppId", f"{app_id}:{step}")
@@ -340,7 +353,7 @@ def apply_delta(
             target.delete()
         txn("merge")
         if spec.primary_key:
-            _merge_by_key(target, spec, kept, truncated=truncated)
+            _merge_by_key(target, spec, kept, truncated=truncated, order=order)
         else:
             _merge_multiset(spark, target, spec, kept)
     finally:
@@ -349,9 +362,14 @@ def apply_delta(
 
 
 def _merge_by_key(
-    target: Any, spec: TableSpec, changes: DataFrame, *, truncated: bool = False
+    target: Any,
+    spec: TableSpec,
+    changes: DataFrame,
+    *,
+    truncated: bool = False,
+    order: Sequence[str] = LOG_ORDER,
 ) -> None:
-    fold = fold_by_key(changes, spec.primary_key)
+    fold = fold_by_key(changes, spec.primary_key, order=order)
     types = dict(spec.columns)
     keyed = fold.rows.select(
         "_reset",

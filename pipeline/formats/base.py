@@ -2,7 +2,7 @@
 
 A parser turns a DataFrame of Kafka records (:data:`pipeline.kafka.RECORD_COLUMNS`: ``key,
 value, topic, partition, offset, timestamp`` and what walcast's headers say, ``source``,
-``load``, ``header_ordinal``) into one row per record with the columns of
+``load``, ``header_lsn``, ``header_ordinal``) into one row per record with the columns of
 :data:`pipeline.model.MESSAGE`:
 
 * the Kafka position and raw bytes (kept for the quarantine);
@@ -15,7 +15,8 @@ value, topic, partition, offset, timestamp`` and what walcast's headers say, ``s
   multi-record message (IBM) instead of a ``changes`` array; ``sort_key`` orders rows
   within a partition (offset x :data:`SORT_SPAN` + record index);
 * sequencing hints for :mod:`pipeline.sequencing`: ``commit_lsn_num`` and
-  ``first_ordinal`` (the position of the first change), ``change_count``, ``segment``
+  ``first_ordinal`` (the position of the first change; :func:`message` takes the
+  ``walcast.commit_lsn`` header's LSN where the parser gives none), ``change_count``, ``segment``
   (IBM segment number, else null) and ``pair_role``/``pair_key`` (DataWorks split
   updates, else null).
 
@@ -65,6 +66,9 @@ class Parser(ABC):
     """Transactions may span several messages whose ordinals continue (IBM segments)."""
     paired: ClassVar[bool] = False
     """Updates may come as two messages (DataWorks ``UPDATE_BEFOR``/``UPDATE_AFTER``)."""
+    splits_key_updates: ClassVar[bool] = False
+    """An update of the primary key comes as a delete message and an insert message with
+    the update's position (Debezium): the insert is not a replay of the delete."""
     scans_records_twice: ClassVar[bool] = False
     """:meth:`parse` reads its input twice (IBM: good and malformed messages apart); the
     normalize job then caches a batch's records instead of fetching them twice."""
@@ -130,10 +134,16 @@ def change(**fields: Column | Any) -> Column:
 
 
 def message(**fields: Column | Any) -> list[Column]:
-    """The MESSAGE columns, from a DataFrame that still has the Kafka record columns."""
+    """The MESSAGE columns, from a DataFrame that still has the Kafka record columns.
+
+    ``commit_lsn_num`` is the parser's, else the ``walcast.commit_lsn`` header's
+    (``header_lsn``): a format that does not carry the commit LSN (Debezium) still has
+    walcast's position.
+    """
     base: dict[str, Column] = {
         "source": F.col("source"),
         "load": F.col("load"),
+        "header_lsn": F.col("header_lsn"),
         "header_ordinal": F.col("header_ordinal"),
         "kafka_topic": F.col("topic"),
         "kafka_partition": F.col("partition"),
@@ -147,6 +157,12 @@ def message(**fields: Column | Any) -> list[Column]:
     }
     for key, value in fields.items():
         base[key] = value if isinstance(value, Column) else F.lit(value)
+    own_lsn = base.get("commit_lsn_num")
+    base["commit_lsn_num"] = (
+        F.col("header_lsn")
+        if own_lsn is None
+        else F.coalesce(own_lsn.cast("long"), F.col("header_lsn"))
+    )
     out = []
     for f in MESSAGE.fields:
         col = base.get(f.name, F.lit(None))

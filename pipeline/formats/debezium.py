@@ -18,9 +18,13 @@ and walcast's ``--format debezium`` output alike:
   it, as a delete of the old key and a create of the new one.
 * **Table**: ``source.schema``/``source.table``; ``source.db`` is the database.
 * **Positions**: a Debezium event carries the change's own LSN (``source.lsn``) and the
-  previous commit's (``source.sequence``), not its commit LSN: ``commit_lsn`` is null,
-  so changes keep Kafka's order (per key: Debezium keys records by primary key) and
-  replays are not detected. walcast's own output adds the ``walcast.ordinal`` header.
+  previous commit's (``source.sequence``), not its commit LSN. walcast's own output
+  carries it in the ``walcast.commit_lsn`` header with the ``walcast.ordinal`` header:
+  its changes are placed, and deduplicated, by that position (:mod:`pipeline.model`);
+  the delete and create halves of a key change share the update's position
+  (:attr:`~.base.Parser.splits_key_updates`). A real connector's records have neither
+  header: ``commit_lsn`` and ``ordinal`` are null, so changes keep Kafka's order (per
+  key: Debezium keys records by primary key) and replays are not detected.
   Debezium delivers at least once: events it sends again after a restart are applied
   again (the same final row for a table with a key; a keyless table gets the copies).
   ``xid`` = ``source.txId``; ``commit_time`` = ``source.ts_us`` (else ``ts_ms``).
@@ -122,6 +126,7 @@ class DebeziumParser(Parser):
     """Debezium change events (plain or with Connect schemas) → normalized changes."""
 
     name: ClassVar[str] = "debezium"
+    splits_key_updates: ClassVar[bool] = True
     option_names: ClassVar[tuple[str, ...]] = (
         "schemas",
         "decimal_handling",

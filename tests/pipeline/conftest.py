@@ -84,6 +84,24 @@ def records(
     return spark.createDataFrame(rows, RECORD_SCHEMA)
 
 
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
+def walcast_records(spark, messages: Sequence, topic: str = "t", partition: int = 0):
+    """Kafka source rows of encoded messages, with the Kafka headers walcast writes
+    (``walcast.commit_lsn``, ``walcast.xid``, ``walcast.ordinal``), read as the jobs do."""
+    from pipeline.kafka import with_walcast_headers  # noqa: PLC0415
+
+    when = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
+    rows = [
+        (m.key, m.value, topic, partition, i, when, list(m.kafka_headers()))
+        for i, m in enumerate(messages)
+    ]
+    return with_walcast_headers(
+        spark.createDataFrame(rows, f"{RECORD_SCHEMA}, headers {HEADERS_TYPE}")
+    ).drop("headers")
+
+
 def layout_values(tables: int = 8) -> list[tuple[bytes, bytes]]:
     """Layout records (key, JSON value) of the synthetic tables, as walcast publishes them."""
     return [
