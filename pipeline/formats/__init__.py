@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # importing pyspark is deferred: the CLI lists formats withou
     from pipeline.formats.base import Parser
 
 _MODULES: dict[str, tuple[str, str]] = {
+    "json": ("pipeline.formats.tail_json", "JsonParser"),
     "canal": ("pipeline.formats.canal", "CanalParser"),
     "shareplex": ("pipeline.formats.shareplex", "ShareplexParser"),
     "dataworks": ("pipeline.formats.dataworks", "DataWorksParser"),

@@ -18,7 +18,7 @@ from pipeline.formats import FORMAT_NAMES, parser_for
 from pipeline.layouts import parse_layouts
 from pipeline.normalize import normalize_frame
 from tests.pipeline import expected
-from tests.pipeline.conftest import encoded, layouts, records
+from tests.pipeline.conftest import encoded, layouts, records, walcast_records
 
 pytestmark = pytest.mark.integration
 
@@ -381,19 +381,26 @@ def _compare(fmt: str, changes: list[dict], events) -> None:
                 assert expected.same_value(want_before[k], got_before[k], types[k]), (where, k)
 
 
-# debezium events carry no commit LSN and ordinal to match changes by (a documented decision
-# of pipeline/formats/debezium.py): its round trip from walcast's encoder is checked in
-# tests/pipeline/test_debezium_walcast.py (materialized, equal to the stream's final state).
+# debezium writes a key change as two events at the update's position (no one-to-one
+# match by position): its round trip from walcast's encoder, with walcast's headers, is
+# checked in tests/pipeline/test_debezium_walcast.py (materialized, equal to the stream's
+# final state) and through walcast run in tests/pipeline/test_end_to_end.py.
 POSITIONED_FORMATS = tuple(f for f in FORMAT_NAMES if f != "debezium")
 
 
 @pytest.mark.parametrize("fmt", POSITIONED_FORMATS)
 def test_generated_stream_matches_the_source_changes(spark, fmt: str) -> None:
+    """Each change at its source position, read with the Kafka headers walcast writes."""
     settings = {"canal.walcast_keys": "true"} if fmt == "canal" else {}
     if fmt == "ibm":
         settings["ibm.max_message_size"] = "4000"  # segmented transactions
     messages = encoded(fmt, 150, seed=11, **settings)
-    changes, quarantine = parse(spark, fmt, [(m.key, m.value) for m in messages])
+    result = normalize_frame(
+        walcast_records(spark, messages), parser_for(fmt), layouts(spark), persist=True
+    )
+    changes = [r.asDict(recursive=True) for r in result.changes.collect()]
+    quarantine = result.quarantine.collect()
+    result.release()
     assert quarantine == []
     _compare(fmt, changes, expected.changes(150, seed=11))
 
