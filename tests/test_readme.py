@@ -360,3 +360,75 @@ def test_the_compose_minimum_version_is_stated() -> None:
     containers = " ".join(section("Containers").split())
     if inline:  # configs.content came with Docker Compose 2.23.1
         assert "Docker Compose v2.23.1 or newer" in containers
+
+
+# -- "Your own table", run as written (issue 38.2) ----------------------------------------------
+
+OWN_TABLE_TOPIC = "walcast.canal.mine.accounts"
+
+
+def own_table_clean(dsn: str, kafka: str) -> None:
+    """What the section makes, gone: its slots, publication, schema and topic."""
+    import psycopg  # noqa: PLC0415 - integration only
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE slot_name IN ('mine', 'mine_kafka') AND NOT active"
+        )
+        conn.execute("DROP PUBLICATION IF EXISTS mine")
+        conn.execute("DROP SCHEMA IF EXISTS mine CASCADE")
+    admin = AdminClient({"bootstrap.servers": kafka})
+    if OWN_TABLE_TOPIC in admin.list_topics(timeout=30).topics:
+        for future in admin.delete_topics([OWN_TABLE_TOPIC], operation_timeout=30).values():
+            future.result(timeout=60)
+    (REPO / "mine-run.log").unlink(missing_ok=True)
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_your_own_table_runs_as_written(tmp_path: Path) -> None:
+    """Every command of the section, in order, in one bash (``set -euo pipefail``), from
+    the repository and a cold home (only the download cache is the machine's)."""
+    script = "".join(code_blocks(section("Your own table")))
+    assert "scripts/local-services start all" in script
+    started = subprocess.run(
+        [str(REPO / "scripts" / "local-services"), "start", "all"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    found = dict(line.removeprefix("export ").split("=", 1) for line in started.stdout.splitlines())
+    dsn, kafka = (found[k].strip("'") for k in ("WALCAST_TEST_DSN", "WALCAST_TEST_KAFKA"))
+    own_table_clean(dsn, kafka)
+    home = tmp_path / "home"
+    home.mkdir()
+    cache = os.environ.get("WALCAST_CACHE_DIR") or str(Path.home() / ".cache" / "walcast")
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "WALCAST_CACHE_DIR": cache}
+    for name in ("WALCAST_SERVICES_DIR", "LANG", "TMPDIR"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    try:
+        done = subprocess.run(
+            ["bash", "-c", "set -euo pipefail\n" + script], cwd=REPO, env=env,
+            capture_output=True, text=True, timeout=1200, check=False,
+        )  # fmt: skip
+    finally:
+        own_table_clean(dsn, kafka)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-6000:]
+    assert "Traceback" not in said
+    lines = done.stdout.splitlines()
+    assert sum('"op":"snapshot"' in line for line in lines) == 2, said[-6000:]
+    assert sum('"op":"update"' in line for line in lines) == 1, said[-6000:]
+    assert "walcast: consumed 3 messages" in done.stderr
+    assert "walcast spark normalize: done: 1 batch, 3 changes written" in done.stderr
+    assert "walcast spark materialize: done: 1 batch, 3 changes into 1 table" in done.stderr
+    shown = [line for line in lines if line.startswith("|")]
+    assert sorted(shown[1:]) == [
+        "|  1|  ada| 100.00|",
+        "|  2| alan|  75.00|",
+        "|  3|grace|  20.00|",
+    ], said[-3000:]
+    assert "walcast: dropped slot mine " in done.stdout + done.stderr
+    assert not (home / "walcast-mine").exists()  # the section's own clean-up ran
