@@ -174,6 +174,7 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
             # late-bound: runner and tail set ``stop`` after construction
             keep_alive=lambda: self.inner.keep_alive(),  # noqa: PLW0108
             stop=lambda: self.stop(),  # noqa: PLW0108
+            read_timeout=lambda: self.inner.stream.receive_timeout,
         )
         for relation_id, window in self._assigner.windows:
             self._splice.hold(relation_id, window)

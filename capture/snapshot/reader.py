@@ -35,8 +35,10 @@ read the chunk again).
 from __future__ import annotations
 
 import queue
+import socket
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -138,6 +140,8 @@ class ChunkRead:
     """The watermark was written (the stream will bring it)."""
     failed_early: BaseException | None = None
     """The read failed before its watermark was written."""
+    conn: psycopg.Connection[Any] | None = None
+    """The reader's connection while it reads this chunk (to wake it, :func:`abandon`)."""
 
 
 class ReaderPool:
@@ -175,6 +179,7 @@ class ReaderPool:
                 try:
                     if conn is None or conn.closed:
                         conn = connect(self._dsn, purpose=Purpose.LOAD)
+                    job.conn = conn
                     self._read(conn, job)
                 except Exception as exc:  # noqa: BLE001 - handed to the coordinator
                     if not job.watermarked:
@@ -235,6 +240,19 @@ def _put(job: ChunkRead, item: tuple[Any, ...]) -> bool:
             continue
         return True
     return False
+
+
+def abandon(read: ChunkRead) -> None:
+    """Wake a reader stuck on ``read``: shut its socket down (its thread closes it)."""
+    conn = read.conn
+    if conn is None:
+        return
+    with suppress(Exception):
+        sock = socket.socket(fileno=conn.pgconn.socket)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.detach()
 
 
 def drain(read: ChunkRead, keep_alive: Callable[[], None]) -> None:

@@ -56,7 +56,7 @@ from capture.replication.catalog import TableLayout
 from capture.snapshot.assigner import TableLoad
 from capture.snapshot.connection import LoadConnection, describe
 from capture.snapshot.progress import KeylessWindow
-from capture.snapshot.reader import ChunkRead, ReadSnapshot, drain
+from capture.snapshot.reader import ChunkRead, ReadSnapshot, abandon, drain
 from capture.split import key_changed
 
 RECENT_TRANSACTIONS: Final = 4096
@@ -145,6 +145,8 @@ class Splice:
     loading: Callable[[int], TableLoad | None]
     keep_alive: Callable[[], None]
     stop: Callable[[], bool]
+    read_timeout: Callable[[], float | None] = lambda: None
+    """Seconds a reader may hand on nothing before it is abandoned (None: no bound)."""
     held: list[HeldChanges] = field(default_factory=list, init=False)
     """Keyless tables' chunks whose changes the stream may still carry."""
     _recent: deque[tuple[int, int, frozenset[int]]] = field(
@@ -258,6 +260,13 @@ class Splice:
         )
 
     def _next_result(self, read: ChunkRead) -> tuple[Any, ...]:
+        """The reader's next result; a reader silent for ``read_timeout()`` s is abandoned.
+
+        A reader waiting for its rows sends nothing, so TCP's bounds never end its wait
+        behind a hung proxy: this one does (:class:`ConnectionLostError`, the session is
+        retried and the chunk read again).
+        """
+        since = time.monotonic()
         while True:
             try:
                 return read.results.get(timeout=0.5)
@@ -266,6 +275,16 @@ class Splice:
                 if self.stop():
                     drain(read, self.keep_alive)
                     raise StopRequested from None
+                limit = self.read_timeout()
+                if limit is not None and time.monotonic() - since >= limit:
+                    abandon(read)
+                    drain(read, self.keep_alive)
+                    raise ConnectionLostError(
+                        f"load of {read.chunk.table.qualified_name}: the read of chunk "
+                        f"{read.chunk.number} received nothing for {limit:g} s: the server or "
+                        "the network hangs",
+                        hint="walcast retries the chunk; source.receive_timeout sets the wait",
+                    ) from None
 
     def _table(self, layout: TableLayout) -> Table:
         """The table as a Relation message would describe it (once per layout read)."""
