@@ -30,6 +30,15 @@ logical`` and a restart) before the (empty) slot list: "no slots" is never left 
 explain itself. status still exits 0 then: it reports the server as it is, as it does for
 a lost slot; a check that must fail reads ``wal_level`` from ``--json``.
 
+The daemon's last progress: the server keeps when a consumer last replied
+(``pg_stat_replication.reply_time``, shown per slot) but not when a slot's confirmed
+position last moved, so that comes from the daemon itself: ``--health-url`` reads a
+``walcast run``'s ``/healthz`` (at most :data:`HEALTH_TIMEOUT` seconds) and shows its
+verdict, the seconds since it last received or had confirmed anything
+(``seconds_without_progress``), its received and confirmed positions and, when it is not
+healthy, why (``daemon`` in ``--json``). A daemon that does not answer is reported as
+unreachable, with the reason; status still exits 0.
+
 ``--help`` is :data:`DESCRIPTION` and :data:`EXAMPLES`, written for the terminal.
 """
 
@@ -51,6 +60,9 @@ if TYPE_CHECKING:  # psycopg loads only when a command runs (keeps `walcast --he
     from capture.replication.catalog import PublishedTable
     from capture.replication.slots import SlotStatus
 
+
+HEALTH_TIMEOUT: Final = 5.0
+"""Seconds ``--health-url`` waits for the daemon's answer."""
 
 HELP: Final = "show replication slots (lag, retained WAL, risk) and published tables"
 """The line ``walcast --help`` shows for this command."""
@@ -75,6 +87,13 @@ whose UPDATEs or DELETEs PostgreSQL will refuse.
 When the server's wal_level is not logical, the first line says so and how to
 change it (no logical slot can exist until then).
 
+--health-url URL also reads a running walcast run's /healthz (for example
+http://127.0.0.1:9187/healthz) and shows the daemon's last progress: healthy or
+not and why, the seconds since it last received or had confirmed anything, and
+its received and confirmed positions (the server does not record when a slot's
+confirmed position last moved). A daemon that does not answer within 5 s is
+shown as unreachable.
+
 --json prints the same as one JSON object (positions as X/Y, sizes in bytes,
 lag in seconds or null), for scripts and monitoring."""
 """What ``walcast status --help`` says the command does."""
@@ -83,6 +102,7 @@ EXAMPLES: Final = (
     'walcast status --dsn "host=db dbname=app user=cdc"',
     'walcast status --dsn "host=db dbname=app user=cdc" --slot walcast --json',
     'WALCAST_DSN="host=db dbname=app user=cdc" walcast status --publication walcast',
+    "walcast status --slot walcast --health-url http://localhost:9187/healthz",
 )
 
 
@@ -102,6 +122,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="NAME",
         help="show this publication's tables (repeatable; default: every publication of "
         "the database)",
+    )
+    parser.add_argument(
+        "--health-url",
+        metavar="URL",
+        help="also show a running walcast run's last progress, read from its /healthz "
+        "(e.g. http://127.0.0.1:9187/healthz)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.set_defaults(func=command)
@@ -136,6 +162,12 @@ def command(args: argparse.Namespace) -> int:
     from capture.replication.connect import connect  # noqa: PLC0415
 
     dsn = dsn_from(args)
+    url = args.health_url
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"--health-url: {url!r} is not an http(s) URL",
+            hint="give the daemon's /healthz, e.g. http://127.0.0.1:9187/healthz",
+        )
     with connect(dsn) as conn:
         try:
             report = gather(conn, args.slot or [], args.publication or [])
@@ -144,11 +176,57 @@ def command(args: argparse.Namespace) -> int:
                 f"cannot read the catalog on {dsn_util.describe(dsn)}: "
                 f"{dsn_util.scrub(str(exc), dsn).strip().splitlines()[0]}"
             ) from None
+    if url is not None:
+        report["daemon"] = read_health(url)
     if args.json:
         sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         sys.stdout.write(render(report))
     return 0
+
+
+def read_health(url: str, timeout: float = HEALTH_TIMEOUT) -> dict[str, Any]:
+    """What the daemon's ``/healthz`` at ``url`` says (the report's ``daemon``).
+
+    ``reachable`` False with ``error`` (one line) when it did not answer in ``timeout``
+    seconds or answered something else than walcast's JSON.
+    """
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    import orjson  # noqa: PLC0415
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310 - http(s) only
+            code, raw = int(reply.status), reply.read()
+    except urllib.error.HTTPError as exc:
+        code, raw = exc.code, exc.read()
+    except (OSError, ValueError) as exc:  # URLError, refused, timed out
+        reason = getattr(exc, "reason", None) or exc
+        return {"url": url, "reachable": False, "error": str(reason).strip().splitlines()[0]}
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict) or "healthy" not in body:
+        return {
+            "url": url,
+            "reachable": False,
+            "error": f"HTTP {code}, not a walcast /healthz answer",
+        }
+    report: dict[str, Any] = {"url": url, "reachable": True, "http_status": code}
+    report["healthy"] = bool(body["healthy"])
+    for key in (
+        "status",
+        "slot",
+        "seconds_without_progress",
+        "seconds_without_delivery",
+        "received_lsn",
+        "acked_lsn",
+        "detail",
+    ):
+        report[key] = body.get(key)
+    return report
 
 
 # -- gathering -----------------------------------------------------------------------------
@@ -397,12 +475,35 @@ def wal_level_problem(wal_level: str | None) -> str | None:
     )
 
 
+def render_daemon(daemon: dict[str, Any]) -> list[str]:
+    """The lines of ``--health-url``'s report."""
+    if not daemon["reachable"]:
+        return [f"daemon at {daemon['url']}: unreachable ({daemon['error']})"]
+    verdict = "healthy" if daemon["healthy"] else "NOT healthy"
+    status = f", {daemon['status']}" if daemon["status"] else ""
+    lines = [f"daemon at {daemon['url']}: {verdict} (HTTP {daemon['http_status']}{status})"]
+    quiet = daemon["seconds_without_progress"]
+    progress = "unknown (no session yet)" if quiet is None else f"{quiet:.1f} s ago"
+    if daemon["received_lsn"] or daemon["acked_lsn"]:
+        progress += (
+            f"; received up to {daemon['received_lsn'] or '-'}, "
+            f"confirmed {daemon['acked_lsn'] or '-'}"
+        )
+    lines.append(f"  {'last progress':<16}{progress}")
+    if daemon["detail"]:
+        lines.append(f"  {'why':<16}{daemon['detail']}")
+    return lines
+
+
 def render(report: dict[str, Any]) -> str:
     """The human form of a status report."""
     lines: list[str] = []
     problem = wal_level_problem(report.get("wal_level"))
     if problem:
         lines += [problem, ""]
+    daemon = report.get("daemon")
+    if daemon is not None:
+        lines += [*render_daemon(daemon), ""]
     slots = report["slots"]
     if not slots:
         none_yet = " (none can exist until wal_level is logical)" if problem else ""

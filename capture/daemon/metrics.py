@@ -89,10 +89,18 @@ class Metrics:
         self.last_progress = time.monotonic()
 
     def health(self) -> tuple[bool, dict[str, Any]]:
-        """Health now: the daemon's own verdict, unless the probe finds it stuck."""
-        if not self.healthy or self.probe is None:
+        """Health now: the daemon's own verdict, unless the probe finds it stuck.
+
+        When the daemon's own verdict is unhealthy (a session being retried), its status
+        and detail stand, and the probe adds only its ``seconds_…`` (the last progress,
+        which ``walcast status --health-url`` shows).
+        """
+        if self.probe is None:
             return self.healthy, {}
-        return self.probe()
+        healthy, live = self.probe()
+        if not self.healthy:
+            return False, {k: v for k, v in live.items() if k.startswith("seconds_")}
+        return healthy, live
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -104,6 +105,29 @@ def test_status_shows_the_slot_and_the_publication(pg_dsn: str, names: Names) ->
     notes = next(line for line in out.splitlines() if f"{names.schema}.notes" in line)
     assert "UPDATE and DELETE refused: no primary key" in notes
     assert "wal_level" not in out  # the test server's is logical: nothing to say
+
+
+@pytest.mark.integration
+def test_status_health_url_of_no_daemon_is_one_line_and_a_bad_url_an_error(
+    pg_dsn: str, names: Names
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/healthz"
+    done = walcast("status", "--dsn", pg_dsn, "--slot", names.slot, "--health-url", url)
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("daemon at ")]
+    assert line.startswith(f"daemon at {url}: unreachable ("), line
+    assert "refused" in line, line
+    done = walcast("status", "--dsn", pg_dsn, "--slot", names.slot, "--health-url", url, "--json")
+    daemon = json.loads(done.stdout)["daemon"]
+    assert daemon["reachable"] is False, daemon
+    one_line_error(
+        walcast("status", "--dsn", pg_dsn, "--health-url", f"127.0.0.1:{port}"),
+        "--health-url",
+        "not an http(s) URL",
+    )
 
 
 @pytest.mark.integration

@@ -4,7 +4,8 @@ A stopped process keeps its sockets open and the kernel keeps acknowledging what
 their buffers, so nothing errors: only walcast's own bounds notice. The bounds are
 shortened through their settings, as in ``test_frozen_network.py``.
 
-* The walsender stopped: /healthz 503 saying the server has WAL to send, the stream lost
+* The walsender stopped: /healthz 503 saying the server has WAL to send (and ``walcast
+  status --health-url`` showing it, with the seconds since the last progress), the stream lost
   after ``source.receive_timeout``, the session retried (the slot is held by the stopped
   walsender, which acts on walcast's ``pg_terminate_backend`` only once continued); after
   SIGCONT walcast resumes, 200 again, nothing lost.
@@ -17,6 +18,7 @@ Each test sends SIGCONT in a ``finally``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -39,6 +41,7 @@ from tests.capture.daemon.test_network_faults import (
     _wait_for,
 )
 from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
+from tests.support.scenario import walcast
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +54,21 @@ def _until(port: int, code: int, since: float, limit: float) -> dict:
         time.sleep(0.3)
         got, body = _health(port)
     return body
+
+
+def _status(case: Case, port: int) -> dict:
+    """``walcast status --health-url … --json``'s ``daemon``, through the CLI."""
+    url = f"http://127.0.0.1:{port}/healthz"
+    done = walcast("status", "--dsn", case.dsn, "--slot", case.slot, "--health-url", url, "--json")
+    assert done.returncode == 0, done.stderr
+    text = walcast("status", "--dsn", case.dsn, "--slot", case.slot, "--health-url", url)
+    assert text.returncode == 0, text.stderr
+    daemon = json.loads(done.stdout)["daemon"]
+    assert f"daemon at {url}: " in text.stdout, text.stdout
+    assert "last progress" in text.stdout, text.stdout
+    if not daemon["healthy"]:
+        assert f"why             {daemon['detail']}" in text.stdout, text.stdout
+    return daemon
 
 
 def _streaming(case: Case, dsn: str, port: int, **bounds: str) -> RunningDaemon:
@@ -83,6 +101,10 @@ def test_a_stopped_walsender_is_503_then_the_stream_resumes_after_sigcont(case: 
         body = _until(port, 503, stopped_at, 6)  # daemon.unhealthy_after=3, before the loss
         noticed = time.monotonic() - stopped_at
         assert "the server has WAL to send" in body["detail"], body
+        shown = _status(case, port)  # walcast status shows the daemon's last progress
+        assert shown["healthy"] is False, shown
+        assert shown["seconds_without_progress"] >= 3, shown
+        assert shown["detail"], shown  # the WAL to send, or already the retried session
         _wait_for(daemon, "source_lost", 6 + 5)  # source.receive_timeout=6
         lost_at = time.monotonic() - stopped_at
         time.sleep(3)  # the session is retried while the stopped walsender holds the slot
@@ -96,6 +118,10 @@ def test_a_stopped_walsender_is_503_then_the_stream_resumes_after_sigcont(case: 
         wait_caught_up(case.dsn, case.slot, current_lsn(case.dsn), daemon, timeout=30)
         recovered = time.monotonic() - continued
         _until(port, 200, continued, 30)
+        shown = _status(case, port)
+        assert shown["healthy"] is True, shown
+        assert shown["status"] == "streaming", shown
+        assert shown["seconds_without_progress"] < 3, shown
         print(  # the closing note's numbers (pytest -s)
             f"stopped walsender: 503 after {noticed:.1f} s ({body['detail']}); lost after "
             f"{lost_at:.1f} s; while retried: {retrying['detail']}; caught up "
