@@ -70,12 +70,14 @@ whole table (a unique NOT NULL index the changes do not name is not used to spli
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
 import orjson
 import structlog
 
+from capture.errors import ConnectionLostError
 from capture.events import LogicalMessageEvent, StreamItem
 from capture.interfaces import SourceWrapper
 from capture.load_mode import SnapshotMode
@@ -99,6 +101,7 @@ from capture.snapshot.reader import (
     ChunkRead,
     LoadHooks,
     ReaderPool,
+    abandon,
     drain,
 )
 from capture.snapshot.splice import RECENT_TRANSACTIONS, Raced, ReadFailed, Splice
@@ -255,12 +258,36 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
             self._submit(*planned)
 
     def _failed_early(self) -> None:
-        """Reads that failed before their watermark: no watermark will bring their error."""
+        """Reads that failed, or hang, before their watermark: no watermark will tell.
+
+        A read that failed is handed to the assigner (its error). A read that started more
+        than the stream's receive timeout ago and has still not written its watermark (the
+        emit's answer never came: a frozen network or a hung server, which TCP's bounds do
+        not end while libpq waits for a reply) is abandoned, and the session ends as lost
+        (one line, retried; the chunk is read again), as a silent reader after its
+        watermark does (:meth:`capture.snapshot.splice.Splice._next_result`).
+        """
+        limit = self.inner.stream.receive_timeout
+        now = time.monotonic()
         for marker, (read, load) in list(self._in_flight.items()):
             if read.failed_early is not None:
                 del self._in_flight[marker]
                 drain(read, self.inner.keep_alive)
                 self._assigner.read_failed(load, read.chunk, read.failed_early)
+            elif (
+                limit is not None
+                and read.started
+                and not read.watermarked
+                and now - read.started >= limit
+            ):
+                del self._in_flight[marker]
+                abandon(read)
+                drain(read, self.inner.keep_alive)
+                raise ConnectionLostError(
+                    f"load of {load.name}: the watermark of chunk {read.chunk.number} was not "
+                    f"written within {limit:g} s: the server or the network hangs",
+                    hint="walcast retries the chunk; source.receive_timeout sets the wait",
+                )
 
     def _submit(self, chunk: Chunk, load: TableLoad) -> None:
         assert self._pool is not None

@@ -37,6 +37,7 @@ from __future__ import annotations
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -142,6 +143,10 @@ class ChunkRead:
     """The read failed before its watermark was written."""
     conn: psycopg.Connection[Any] | None = None
     """The reader's connection while it reads this chunk (to wake it, :func:`abandon`)."""
+    started: float = 0.0
+    """``time.monotonic()`` when a reader took the chunk (0: still queued): a read that has
+    not written its watermark long after it started is stuck (the coordinator gives up on
+    it, :meth:`capture.snapshot.loading.LoadingSource.poll`)."""
 
 
 class ReaderPool:
@@ -180,6 +185,7 @@ class ReaderPool:
                     if conn is None or conn.closed:
                         conn = connect(self._dsn, purpose=Purpose.LOAD)
                     job.conn = conn
+                    job.started = time.monotonic()
                     self._read(conn, job)
                 except Exception as exc:  # noqa: BLE001 - handed to the coordinator
                     if not job.watermarked:

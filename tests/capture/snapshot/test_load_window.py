@@ -45,7 +45,7 @@ import psycopg
 import pytest
 
 from capture.assembly import primary_key_resolver
-from capture.errors import WalcastError
+from capture.errors import ConnectionLostError, WalcastError
 from capture.events import ChangeEvent, Image, LogicalMessageEvent, Op, TransactionCommit
 from capture.replication.side import SideConnection
 from capture.snapshot import LoadingSource, LoadSettings, MemoryProgress, record_initial_load
@@ -259,12 +259,21 @@ def shared(pg_dsn: str, pg_major: int) -> Iterator[Published]:
     unpublish(published)
 
 
-def load(published: Published, hooks: LoadHooks) -> list[Any]:
+def load(
+    published: Published, hooks: LoadHooks, *, receive_timeout: float | None = None
+) -> list[Any]:
     """Everything the loading source yields, from the slot's creation until the load is
     done and a message written after it arrived."""
     slot = f"lw_slot_{uuid.uuid4().hex[:8]}"
     dsn = published.dsn
-    config = SourceConfig(dsn, slot, [published.publication], create_slot=True, messages=True)
+    config = SourceConfig(
+        dsn,
+        slot,
+        [published.publication],
+        create_slot=True,
+        messages=True,
+        receive_timeout=receive_timeout,
+    )
     side = SideConnection(dsn)
     items: list[Any] = []
     try:
@@ -461,3 +470,46 @@ def test_a_read_that_fails_before_its_watermark_stops_the_load_in_one_line(
     assert time.monotonic() - started < 60
     assert "failed at chunk 2" in raised.value.message
     assert "the emit of the watermark was refused" in raised.value.message
+
+
+class HangingBeforeWatermark(LoadHooks):
+    """The first read of ``k``'s second chunk hangs before its watermark is written (as an
+    emit whose answer never comes: a frozen network), until released."""
+
+    def __init__(self) -> None:
+        self.hung = False
+        self.release = threading.Event()
+
+    def before_watermark(self, chunk: Chunk) -> None:
+        if chunk.table.name == "k" and chunk.number == TARGET["k"] and not self.hung:
+            self.hung = True
+            self.release.wait(120)
+
+
+def test_a_read_that_hangs_before_its_watermark_ends_the_session_within_its_bound(
+    shared: Published,
+) -> None:
+    # Nothing would ever bring that read's watermark or its error: the load must not wait
+    # for it for ever, but give it up after the stream's receive timeout (retried).
+    # WAL keeps coming meanwhile, so the stream itself is never the silent one
+    hooks = HangingBeforeWatermark()
+    ticking = threading.Event()
+
+    def tick() -> None:
+        with psycopg.connect(shared.dsn, autocommit=True) as conn:
+            while not ticking.wait(0.3):
+                conn.execute("SELECT pg_logical_emit_message(false, 'walcast.test.tick', '')")
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ConnectionLostError) as raised:
+            load(shared, hooks, receive_timeout=3)
+    finally:
+        hooks.release.set()
+        ticking.set()
+        ticker.join(10)
+    assert hooks.hung
+    assert time.monotonic() - started < 30
+    assert "the watermark of chunk 2 was not written within 3 s" in raised.value.message
