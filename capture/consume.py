@@ -93,7 +93,10 @@ or base64, unchanged.
 
 A broker that does not answer within --connect-timeout seconds, a named topic
 that does not exist (a ^regex is not checked), or a broker lost while reading,
-is one line and a non-zero exit. consume connects in plaintext only."""
+is one line and a non-zero exit. consume connects in plaintext unless the
+WALCAST__KAFKA__* variables of walcast run (SECURITY_PROTOCOL, SASL_MECHANISM,
+SASL_USERNAME, SASL_PASSWORD_ENV or SASL_PASSWORD_FILE, SSL_CA_LOCATION,
+SSL_CERTIFICATE_LOCATION, SSL_KEY_LOCATION) say otherwise."""
 """What ``walcast consume --help`` says the command does."""
 
 EXAMPLES: Final = (
@@ -279,13 +282,18 @@ class _Client:
         from confluent_kafka import Consumer  # noqa: PLC0415
 
         from capture.sinks.kafka_client import ProtocolWatch  # noqa: PLC0415
+        from capture.sinks.security import client_settings  # noqa: PLC0415
 
         self.brokers = brokers
         self.errors: list[str] = []  # every client error, for the one line that reports them
         self.down: list[str] = []  # "all brokers are down" since the last message
-        self.watch = ProtocolWatch(None)  # consume connects in plaintext only
+        security = client_settings()  # WALCAST__KAFKA__*, as walcast run reads them
+        self.settings: dict[str, Any] = {"bootstrap.servers": brokers, **security}
+        """The connection settings (never to be logged: they hold the password)."""
+        self.watch = ProtocolWatch(security.get("security.protocol"), self.settings)
         self.consumer = Consumer(
             {
+                **security,
                 "bootstrap.servers": brokers,
                 "group.id": f"walcast-consume-{uuid.uuid4().hex[:8]}",
                 "auto.offset.reset": "latest" if from_end else "earliest",
@@ -308,17 +316,26 @@ class _Client:
         """The cluster's metadata; one line when no broker answers within ``timeout``."""
         from confluent_kafka import KafkaException  # noqa: PLC0415
 
-        try:
-            return self.consumer.list_topics(timeout=timeout)
-        except KafkaException:
-            self.consumer.poll(0)  # serves error_cb: the reason, e.g. "Connection refused"
-            if self.watch.found is not None:
-                raise self.watch.found.plaintext_only("--bootstrap-servers", "consume") from None
-            detail = f" ({self.errors[-1]})" if self.errors else ""
-            raise ConnectionLostError(
-                f"Kafka at {self.brokers} did not answer within {timeout:g} s{detail}",
-                hint="check --bootstrap-servers and that the brokers are running",
-            ) from None
+        from capture.sinks.kafka_client import ProtocolMismatchError  # noqa: PLC0415
+
+        deadline = time.monotonic() + timeout
+        while True:  # in steps: a refused client (credentials, certificates) is seen at once
+            try:
+                return self.consumer.list_topics(timeout=min(1.0, timeout))
+            except KafkaException:
+                self.consumer.poll(0)  # serves error_cb: the reason, e.g. "Connection refused"
+                if self.watch.found is not None or time.monotonic() >= deadline:
+                    break
+        found = self.watch.found
+        if isinstance(found, ProtocolMismatchError) and found.configured is None:
+            raise found.plaintext_only("--bootstrap-servers", "consume")
+        if found is not None:
+            raise found
+        detail = f" ({self.errors[-1]})" if self.errors else ""
+        raise ConnectionLostError(
+            f"Kafka at {self.brokers} did not answer within {timeout:g} s{detail}",
+            hint="check --bootstrap-servers and that the brokers are running",
+        )
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
@@ -395,6 +412,8 @@ def read_messages(args: argparse.Namespace) -> int:
     """Print the messages of ``--topic`` (see the module docstring)."""
     from confluent_kafka import KafkaError  # noqa: PLC0415
 
+    from capture.sinks.security import hidden_topics, missing_acl  # noqa: PLC0415
+
     passing = (
         KafkaError._PARTITION_EOF,  # noqa: SLF001 - librdkafka's names
         KafkaError._TRANSPORT,  # noqa: SLF001
@@ -409,6 +428,8 @@ def read_messages(args: argparse.Namespace) -> int:
     count = 0
     try:
         metadata = client.metadata(args.connect_timeout)
+        absent = [t for t in args.topic if not t.startswith("^") and t not in metadata.topics]
+        hidden_topics(client.settings, absent, args.connect_timeout)  # a missing ACL
         for topic in args.topic:
             if not topic.startswith("^") and topic not in metadata.topics:
                 raise ConfigError(
@@ -428,6 +449,12 @@ def read_messages(args: argparse.Namespace) -> int:
                 continue
             error = message.error()
             if error is not None:
+                if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    group = "walcast-consume-"
+                    raise missing_acl("Read", "Group", group, client.settings, prefixed=True)
+                if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    topic = str(message.topic() or ", ".join(args.topic))
+                    raise missing_acl("Read", "Topic", topic, client.settings)
                 if error.fatal() or error.code() not in passing:
                     raise ConnectionLostError(
                         f"Kafka at {brokers}: {error.str()}",

@@ -138,8 +138,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     parser.add_argument(
         "--kafka",
         metavar="HOST:PORT",
-        help="produce to the Kafka cluster at these bootstrap servers, in plaintext "
-        "(default: write to --output)",
+        help="produce to the Kafka cluster at these bootstrap servers, in plaintext unless "
+        "the WALCAST__KAFKA__* settings of walcast run say otherwise (default: write to "
+        "--output)",
     )
     parser.add_argument(
         "--topic",
@@ -204,8 +205,12 @@ def _kafka_sink(args: argparse.Namespace) -> KafkaSink:
         raise ConfigError("--output: give either --output or --kafka, not both")
     if not args.topic:
         raise ConfigError("--topic: required with --kafka")
+    from capture.sinks.security import client_settings  # noqa: PLC0415
+
+    security = client_settings()  # WALCAST__KAFKA__*, as walcast run reads them
     sink = KafkaSink(
         {
+            **security,
             "bootstrap.servers": args.kafka,
             "enable.idempotence": True,
             "acks": "all",
@@ -220,7 +225,9 @@ def _kafka_sink(args: argparse.Namespace) -> KafkaSink:
     )
     try:
         answered = sink.reachable(KAFKA_CONNECT_TIMEOUT)
-    except ProtocolMismatchError as exc:  # a TLS listener: this command speaks plaintext only
+    except ProtocolMismatchError as exc:
+        if exc.configured is not None:
+            raise
         raise exc.plaintext_only("--kafka", "produce-test-stream") from None
     if not answered:
         raise KafkaSinkError(

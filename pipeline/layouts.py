@@ -132,8 +132,11 @@ def read_layouts(
 
     if not topic_exists(bootstrap, topic, timeout):
         return empty
+    from capture.sinks.security import client_settings, java_options  # noqa: PLC0415
+
     records = (
         spark.read.format("kafka")
+        .options(**java_options(client_settings()))  # WALCAST__KAFKA__*, as walcast run's
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")

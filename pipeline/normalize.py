@@ -216,8 +216,11 @@ class NormalizeJob:
     @property
     def source_options(self) -> dict[str, str]:
         """The Kafka source's options: isolation level, then the user's ``kafka_options``."""
+        from capture.sinks.security import client_settings, java_options  # noqa: PLC0415
+
         isolation = "read_committed" if self.read_committed else "read_uncommitted"
-        return {"kafka.isolation.level": isolation, **self.kafka_options}
+        security = java_options(client_settings())  # WALCAST__KAFKA__*, as walcast run's
+        return {"kafka.isolation.level": isolation, **security, **self.kafka_options}
 
     def start(self, spark: SparkSession) -> StreamingQuery:
         """Start the streaming query (returns at once; ``awaitTermination`` to wait)."""

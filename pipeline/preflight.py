@@ -16,6 +16,7 @@ cluster's topics (:func:`list_topics_command`), which a user can paste as it is.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,10 +27,19 @@ _CLIENT_KEYS = ("security.protocol", "sasl.mechanism", "sasl.mechanisms")
 
 
 def admin_settings(bootstrap: str, kafka_options: Mapping[str, str]) -> dict[str, Any]:
-    """The AdminClient settings for ``bootstrap`` and the job's ``kafka.*`` source options."""
-    from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
+    """The AdminClient settings for ``bootstrap`` and the job's ``kafka.*`` source options.
 
-    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": client_logger()}
+    The security settings come from ``WALCAST__KAFKA__*`` (as for ``walcast run``,
+    :func:`capture.sinks.security.client_settings`), then the job's ``kafka.*`` options.
+    """
+    from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
+    from capture.sinks.security import client_settings  # noqa: PLC0415
+
+    settings: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "logger": client_logger(),
+        **client_settings(),
+    }
     for key, value in kafka_options.items():
         name = key.removeprefix("kafka.")
         if name in _CLIENT_KEYS:
@@ -42,15 +52,32 @@ def existing_topics(bootstrap: str, kafka_options: Mapping[str, str], timeout: f
     from confluent_kafka import KafkaException  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-    admin = AdminClient(admin_settings(bootstrap, kafka_options))
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise KafkaUnavailableError(
-            f"Kafka at {bootstrap} did not answer within {timeout:g} s ({exc.args[0].str()})",
-            hint="check --bootstrap-servers and that the brokers run (--kafka-timeout "
-            "sets the wait)",
-        ) from None
+    from capture.sinks.kafka_client import ClientLog, ProtocolWatch  # noqa: PLC0415
+
+    settings = admin_settings(bootstrap, kafka_options)
+    watch = ProtocolWatch(settings.get("security.protocol"), settings)
+    conf: dict[str, Any] = {
+        **settings,
+        "logger": ClientLog(watch),
+        "error_cb": lambda error: watch.note(error.str()),
+    }
+    admin = AdminClient(conf)
+    deadline = time.monotonic() + timeout
+    while True:  # in steps: a refused client (credentials, certificates) is seen at once
+        try:
+            metadata = admin.list_topics(timeout=min(1.0, timeout))
+            break
+        except KafkaException as exc:
+            admin.poll(0)  # the error callback says why (credentials, certificates, protocol)
+            if watch.found is not None:
+                raise watch.found from None
+            if time.monotonic() < deadline:
+                continue
+            raise KafkaUnavailableError(
+                f"Kafka at {bootstrap} did not answer within {timeout:g} s ({exc.args[0].str()})",
+                hint="check --bootstrap-servers and that the brokers run (--kafka-timeout "
+                "sets the wait)",
+            ) from None
     return {name for name, topic in metadata.topics.items() if topic.error is None}
 
 
@@ -76,6 +103,7 @@ def check_topics(
     names = existing_topics(bootstrap, kafka_options, timeout)
     missing = [t for t in topics if t not in names]
     if missing:
+        denied(bootstrap, missing, kafka_options, timeout)
         raise TopicMissingError(
             f"topic {missing[0]!r} does not exist on {bootstrap}"
             + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else ""),
@@ -91,3 +119,18 @@ def check_topics(
                 f"subscribePattern); {list_topics_command(bootstrap, None)} lists the topics",
             )
     return names
+
+
+def denied(
+    bootstrap: str, topics: Sequence[str], kafka_options: Mapping[str, str], timeout: float
+) -> None:
+    """A missing ACL for one of ``topics`` that the metadata did not list, as one line.
+
+    A broker lists only the topics the principal may DESCRIBE
+    (:func:`capture.sinks.security.hidden_topics`).
+    """
+    from capture.sinks.security import hidden_topics  # noqa: PLC0415
+
+    settings = admin_settings(bootstrap, kafka_options)
+    settings.pop("logger", None)
+    hidden_topics(settings, list(topics), timeout)

@@ -157,6 +157,9 @@ class DaemonConfig:
     sasl_password: Secret | None = None
     sasl_password_env: str | None = None
     sasl_password_file: str | None = None
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
     exactly_once: bool = False
     offsets_topic: str = "walcast.offsets"
     heartbeat_interval: float = 10.0
@@ -229,6 +232,12 @@ class DaemonConfig:
             settings["sasl.username"] = self.sasl_username or ""
             if self.sasl_password is not None:
                 settings["sasl.password"] = self.sasl_password.reveal()
+        tls = {
+            "ssl.ca.location": self.ssl_ca_location,
+            "ssl.certificate.location": self.ssl_certificate_location,
+            "ssl.key.location": self.ssl_key_location,
+        }
+        settings.update({key: value for key, value in tls.items() if value})
         settings.update(self.producer)
         for forced in FORCED_PRODUCER_KEYS:
             if not durable(settings[forced]):

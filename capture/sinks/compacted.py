@@ -67,6 +67,7 @@ def read_compacted(
     )
 
     from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
+    from capture.sinks.security import missing_acl  # noqa: PLC0415
 
     consumer = Consumer(
         {
@@ -93,6 +94,9 @@ def read_compacted(
                     unreachable(detail)
                 tick()
         described = metadata.topics.get(topic)
+        error = described.error if described is not None else None
+        if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise missing_acl("Describe", "Topic", topic, settings)
         if described is None or described.error is not None or not described.partitions:
             return found  # the topic does not exist yet: nothing was ever written
         pending = set(described.partitions)
@@ -115,6 +119,10 @@ def read_compacted(
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public code
                     pending.discard(message.partition())
+                elif error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    raise missing_acl("Read", "Group", f"{group}-", settings, prefixed=True)
+                elif error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise missing_acl("Read", "Topic", topic, settings)
                 elif error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                     raise TopicUnreadableError(error.str())
                 continue

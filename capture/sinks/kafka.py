@@ -79,6 +79,7 @@ from capture.sinks.kafka_client import (
     describe_brokers,
     fatal_error,
 )
+from capture.sinks.security import missing_acl
 
 log = structlog.get_logger("walcast.kafka")
 
@@ -135,7 +136,7 @@ class KafkaSink:
         self._confirmations_seen = 0
         self._published_layouts: dict[str, object] = {}
         self.wait_hook: Callable[[], None] = lambda: None
-        self.protocol = ProtocolWatch(settings.get("security.protocol"))
+        self.protocol = ProtocolWatch(settings.get("security.protocol"), settings)
         """Watches the client for a ``security.protocol`` the listener does not speak."""
         self._client_log = ClientLog(self.protocol)
         self.producer = Producer(
@@ -436,6 +437,19 @@ class KafkaSink:
                 else:
                     producer.poll(0.2)
                     self.wait_hook()
+            except KafkaException as exc:  # a fatal producer (a missing ACL): its own error
+                error = exc.args[0]
+                if producer is self.producer:
+                    self._serve(0)
+                self.protocol.note(error.str())
+                if self._fatal is None and error.fatal():
+                    self._fatal = error
+                self._check()
+                raise KafkaSinkError(
+                    f"Kafka at {self.brokers} did not take walcast's record on topic "
+                    f"{topic!r}: {error.str()}",
+                    hint="check the topic's ACLs and configuration",
+                ) from None
             else:
                 return
 
@@ -453,6 +467,8 @@ class KafkaSink:
             self._check()
             self.wait_hook()
         if reports and reports[0] is not None:
+            if reports[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                raise missing_acl("Write", "Topic", topic, self.settings)
             raise KafkaSinkError(
                 f"Kafka refused walcast's record on topic {topic!r}: {reports[0].str()}",
                 hint="check the topic's ACLs and configuration",
@@ -538,6 +554,8 @@ class KafkaSink:
                 "raise the topic's max.message.bytes and kafka.producer message.max.bytes, or "
                 "make messages smaller (e.g. ibm.max_message_size); restart to resend"
             )
+        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            return missing_acl("Write", "Topic", topic, self.settings)
         size = len(message.value or b"")
         return KafkaSinkError(
             f"Kafka rejected a {size}-byte message for {where} (xid {message.xid}, "

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import structlog
@@ -114,11 +114,13 @@ _RETRIED: Final = re.compile(
 moving): nothing for a user to do."""
 _NEEDS_A_HUMAN: Final = re.compile(r"SSL|SASL|authenticat|certificate|listener\?", re.IGNORECASE)
 """Words of a failure that retrying does not mend (a wrong protocol, credentials)."""
+_ADDRESS: Final = re.compile(r"\b[a-z_]+://\S+")
+"""A broker's address as librdkafka writes it (``sasl_ssl://127.0.0.1:9093/1``)."""
 
 
 def routine(text: str) -> bool:
     """Whether librdkafka's line ``text`` is a debug event (see the module docstring)."""
-    if _NEEDS_A_HUMAN.search(text):
+    if _NEEDS_A_HUMAN.search(_ADDRESS.sub("", text)):  # not "sasl_ssl://host:port"
         return False
     return bool(_UNREACHABLE.search(text) or _RETRIED.search(text))
 
@@ -234,8 +236,12 @@ class ProtocolMismatchError(KafkaSinkError):
                 f"plaintext connection before answering, as a TLS listener does "
                 f"(librdkafka: {detail})"
             )
+            sasl = "SASL" in (configured or "").upper()
             hint = (
-                'set kafka.security_protocol = "SSL" (or "SASL_SSL" with the kafka.sasl_* '
+                'set kafka.security_protocol = "SASL_SSL" (with kafka.ssl_ca_location), or '
+                "point kafka.bootstrap_servers at the broker's SASL_PLAINTEXT listener"
+                if sasl
+                else 'set kafka.security_protocol = "SSL" (or "SASL_SSL" with the kafka.sasl_* '
                 "settings), or point kafka.bootstrap_servers at the broker's PLAINTEXT "
                 "listener"
             )
@@ -246,8 +252,11 @@ class ProtocolMismatchError(KafkaSinkError):
         return KafkaSinkError(
             f"{flag}: the broker at {self.broker} closes every plaintext connection before "
             f"answering, as a TLS listener does (librdkafka: {self.detail}); walcast "
-            f"{command} connects in plaintext only",
-            hint=f"point {flag} at the broker's PLAINTEXT listener",
+            f"{command} connects in plaintext only while WALCAST__KAFKA__SECURITY_PROTOCOL "
+            "is unset",
+            hint=f"point {flag} at the broker's PLAINTEXT listener, or export the "
+            "WALCAST__KAFKA__* settings of walcast run (SECURITY_PROTOCOL, SSL_CA_LOCATION, "
+            "...)",
         )
 
 
@@ -268,18 +277,32 @@ class ProtocolWatch:
       them and no answer since (:meth:`answered`). Older librdkafka versions said
       ``connecting to a SSL listener?``, which is certain at once.
 
-    ``found`` is the :class:`ProtocolMismatchError` to stop with (None: nothing seen).
+    It also reads every line for a refusal of the client's security settings that
+    retrying cannot mend (:func:`capture.sinks.security.refusal`: wrong SASL credentials, a
+    mechanism the broker does not offer, a broker certificate not trusted or for another
+    host, a client certificate the broker refuses): certain on the first line. ``settings``
+    are the client's librdkafka settings, for the messages (never the password).
+
+    ``found`` is the error to stop with (None: nothing seen): a
+    :class:`ProtocolMismatchError` or a :class:`~capture.sinks.security.SecurityRefusedError`.
     """
 
-    def __init__(self, configured: str | None) -> None:
+    def __init__(self, configured: str | None, settings: Mapping[str, Any] | None = None) -> None:
         self.configured = configured or None
         self.tls = (configured or "").upper() in _TLS_PROTOCOLS
-        self.found: ProtocolMismatchError | None = None
+        self.settings: Mapping[str, Any] = settings or {}
+        self.found: KafkaSinkError | None = None
         self._closes = 0
 
     def note(self, text: str) -> None:
         """Read one librdkafka line (an error callback's text or a log line)."""
         if self.found is not None:
+            return
+        from capture.sinks.security import refusal  # noqa: PLC0415 - it imports this module
+
+        refused = refusal(text, self.settings)
+        if refused is not None:
+            self.found = refused
             return
         if self.tls:
             if _TLS_AT_PLAINTEXT.search(text):

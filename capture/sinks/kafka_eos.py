@@ -45,6 +45,7 @@ from capture.replication.slots import slot_holder, source_identity
 from capture.sinks import eos_errors
 from capture.sinks.kafka import KafkaSink, KafkaSinkError, client_logger, fatal_error
 from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, OffsetRecord, read_offset
+from capture.sinks.security import missing_acl
 
 log = structlog.get_logger("walcast.kafka")
 
@@ -451,6 +452,9 @@ class TransactionalKafkaSink(KafkaSink):
         )
 
     def _init_failed(self, error: KafkaError) -> KafkaSinkError:
+        if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            tid = self.source.transactional_id if self.source is not None else "walcast-"
+            return missing_acl("Write", "TransactionalId", tid, self.settings)
         timeout_ms = int(self.transaction_timeout * 1000)
         return eos_errors.init_failed(self.source, self.brokers, error, timeout_ms)
 
