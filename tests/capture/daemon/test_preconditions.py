@@ -3,8 +3,9 @@
 Issue 38.4: every precondition that can fail is checked before walcast writes any state or
 creates a slot. Met as a user meets them, through the CLI: ``walcast run --create-slot`` on
 a server with ``wal_level=replica``, or as a role without ``REPLICATION``, is one line and
-exit 3, with no ``slot_generation_started`` event, nothing in the snapshot topic (not even
-the topic), no slot and no publication left.
+exit 3 (so is one when ``max_replication_slots`` leaves no room for the slot, or the
+publication is missing), with no ``slot_generation_started`` event, nothing in the snapshot
+topic (not even the topic), no slot and no publication left.
 
 Issue 38.3: ``walcast run`` names the server it connects to before its first attempt, and
 the brokers it waits for (with librdkafka's cause) within a second of reaching PostgreSQL,
@@ -50,29 +51,54 @@ def split(stderr: str) -> tuple[list[dict], list[str]]:
     return events, errors
 
 
-@pytest.fixture(scope="module")
-def replica_level_dsn() -> Iterator[str]:
-    """A second, real server with wal_level=replica (its own state dir, stopped after)."""
-    state = tempfile.mkdtemp(prefix="wc-replica-", dir="/tmp")
+def own_server(wal_level: str, *, max_slots: int | None = None) -> Iterator[str]:
+    """A server of its own (its own state dir, stopped and removed after): its DSN."""
+    state = tempfile.mkdtemp(prefix="wc-pre-", dir="/tmp")
     Path(state).chmod(0o755)
-    env = {**os.environ, "WALCAST_SERVICES_DIR": state, "WALCAST_PG_WAL_LEVEL": "replica"}
+    env = {**os.environ, "WALCAST_SERVICES_DIR": state, "WALCAST_PG_WAL_LEVEL": wal_level}
     env.pop("WALCAST_PG_PORT", None)
     env.pop("WALCAST_PG_VERSION", None)
-    started = subprocess.run(
-        [str(SERVICES), "start", "pg"], capture_output=True, text=True, env=env, timeout=300,
-        check=False,
-    )  # fmt: skip
-    assert started.returncode == 0, started.stderr
-    dsn = next(
-        shlex.split(line.partition("=")[2])[0]
-        for line in started.stdout.splitlines()
-        if line.startswith("export WALCAST_TEST_DSN=")
-    )
+    env.pop("WALCAST_PG_AUTH", None)
+
+    def services(command: str) -> str:
+        done = subprocess.run(
+            [str(SERVICES), command, "pg"], capture_output=True, text=True, env=env,
+            timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
     try:
+        started = services("start")
+        dsn = next(
+            shlex.split(line.partition("=")[2])[0]
+            for line in started.splitlines()
+            if line.startswith("export WALCAST_TEST_DSN=")
+        )
+        if max_slots is not None:  # postgresql.auto.conf wins over the script's settings
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"ALTER SYSTEM SET max_replication_slots = {max_slots}")
+            services("stop")
+            services("start")
         yield dsn
     finally:
         subprocess.run([str(SERVICES), "stop", "pg"], capture_output=True, env=env, check=False)
         shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def replica_level_dsn() -> Iterator[str]:
+    """A second, real server with wal_level=replica."""
+    yield from own_server("replica")
+
+
+@pytest.fixture(scope="module")
+def one_slot_dsn() -> Iterator[str]:
+    """A server whose max_replication_slots (1) is used up by a slot of another consumer."""
+    for dsn in own_server("logical", max_slots=1):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_create_logical_replication_slot('someone_else', 'pgoutput')")
+        yield dsn
 
 
 def topic_messages(bootstrap: str, topic: str) -> int:
@@ -132,6 +158,24 @@ def test_run_create_slot_on_a_wal_level_replica_server_leaves_nothing_behind(
     line = assert_left_nothing(done, snapshots, kafka_bootstrap, replica_level_dsn, tag)
     assert line.startswith("wal_level is 'replica' on host=127.0.0.1"), line
     assert "ALTER SYSTEM SET wal_level = logical" in line
+
+
+def test_run_create_slot_when_no_slot_is_left_writes_nothing(
+    one_slot_dsn: str, kafka_bootstrap: str
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    with psycopg.connect(one_slot_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE wc_pre_{tag} (id int PRIMARY KEY)")
+    done, snapshots = run_create_slot(
+        one_slot_dsn, kafka_bootstrap, tag,
+        "--create-publication", "--publish-tables", f"public.wc_pre_{tag}",
+    )  # fmt: skip
+    line = assert_left_nothing(done, snapshots, kafka_bootstrap, one_slot_dsn, tag)
+    assert line.startswith(
+        f"cannot create replication slot 'wc_pre_{tag}': all replication slots are in use "
+        "(max_replication_slots = 1)"
+    ), line
+    assert "raise max_replication_slots" in line
 
 
 @pytest.fixture
