@@ -73,12 +73,22 @@ class EncodedMessage:
             event.ordinal,
         )
 
-    def kafka_headers(self) -> list[tuple[str, str | bytes | None]]:
-        """Kafka headers naming the commit LSN, xid and ordinal (for replay detection)."""
-        headers = list(_transaction_headers(self.commit_lsn, self.xid))
-        if self.ordinal is not None:
-            headers.append(("walcast.ordinal", str(self.ordinal).encode()))
-        return headers
+    def kafka_headers(
+        self, source: tuple[str, bytes] | None = None
+    ) -> list[tuple[str, str | bytes | None]]:
+        """Kafka headers naming the commit LSN, xid and ordinal (for replay detection).
+
+        ``source`` (the sink's ``walcast.source`` header, when it is bound to a source)
+        comes last. The order is always commit LSN, xid, ordinal, source; a header whose
+        value is unknown (None) is left out. Called once per produced message: one list
+        display, no appends.
+        """
+        shared = _transaction_headers(self.commit_lsn, self.xid)
+        ordinal = self.ordinal
+        if ordinal is None:
+            return [*shared] if source is None else [*shared, source]
+        numbered = ("walcast.ordinal", str(ordinal).encode())
+        return [*shared, numbered] if source is None else [*shared, numbered, source]
 
 
 @functools.lru_cache(maxsize=64)

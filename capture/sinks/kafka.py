@@ -361,11 +361,15 @@ class KafkaSink:
             callback = unit.delivered
         produce = self.producer.produce
         source = self._source_header
+        table_topic = namer.topic
         for message in messages:
-            topic = namer.message_topic(message.kind, message.schema, message.table)
-            headers = message.kafka_headers()
-            if source is not None:
-                headers.append(source)
+            kind = message.kind
+            # namer.message_topic, without its call for everything but heartbeats (hot path)
+            if kind == "heartbeat":
+                topic = namer.message_topic(kind, message.schema, message.table)
+            else:
+                topic = table_topic(message.schema, message.table)
+            headers = message.kafka_headers(source)
             while True:
                 try:
                     produce(
