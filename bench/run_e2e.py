@@ -17,12 +17,18 @@ Measures, in one run, over the same rows:
 Usage: eval "$(scripts/local-services start all)"
        flock /tmp/walcast-heavy.lock python bench/run_e2e.py
        [--rows 1000000] [--rows-per-txn 1000] [--format json[,canal,...]] [--rate 2000]
-       [--seconds 15] [--profile DIR]
+       [--seconds 15] [--profile DIR] [--checkout DIR] [--modes at-least-once]
+       [--no-latency]
 
 ``--format a,b`` runs one daemon writing every format listed (``--format a --format b``).
 ``--profile DIR`` runs the at-least-once daemon of step 1 under py-spy (``pip install
 py-spy``; samples of the thread holding the GIL) into ``DIR/stream.txt`` (collapsed stacks,
 one per thread); a profiled run is slower than an unprofiled one.
+``--checkout DIR`` runs the daemon of another checkout (a ``git worktree`` of an older
+commit; its tree first on ``sys.path``, this interpreter): ``bench/compare_commits.py``
+uses it to run two commits alternating. ``--modes`` limits step 1-2 to the modes listed,
+``--no-latency`` skips step 4. The machine's load average is printed beside the figures:
+on a shared machine compare ratios of one session only, never wall times across sessions.
 """
 
 from __future__ import annotations
@@ -74,7 +80,13 @@ class Run:
     """p50 ms, p99 ms, received, sent, offered rows/s."""
 
     def start(
-        self, dsn: str, pub: str, bootstrap: str, fmt: str, profile: Path | None = None
+        self,
+        dsn: str,
+        pub: str,
+        bootstrap: str,
+        fmt: str,
+        profile: Path | None = None,
+        checkout: Path = REPO,
     ) -> None:
         formats = [arg for name in fmt.split(",") for arg in ("--format", name)]
         topic = self.prefix + (".{format}.{table}" if "," in fmt else ".{table}")
@@ -90,7 +102,10 @@ class Run:
             command = ["py-spy", "record", "--format", "raw", "--threads", "--gil", "-r", "250",
                        "-o", str(profile / "stream.txt"), "--", *command]  # fmt: skip
         handle = self.log.open("ab")
-        self.process = subprocess.Popen(command, stdout=handle, stderr=handle, cwd=REPO)
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        self.process = subprocess.Popen(
+            command, stdout=handle, stderr=handle, cwd=checkout, env=env
+        )
 
     def wait_until(self, conn: psycopg.Connection, end: int) -> None:
         assert self.process is not None
@@ -177,7 +192,18 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=2000, help="offered rows/s for latency")
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the stream run")
+    parser.add_argument(
+        "--checkout", type=Path, default=REPO, help="run the daemon of this checkout"
+    )
+    parser.add_argument("--modes", default=",".join(MODES), help="delivery modes to run")
+    parser.add_argument("--no-latency", action="store_true", help="skip the latency step")
     args = parser.parse_args()
+    checkout = args.checkout.resolve()
+    modes = args.modes.split(",")
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(unknown)} (known: {', '.join(MODES)})")
+    load_before = os.getloadavg()
     dsn = os.environ["WALCAST_TEST_DSN"]
     bootstrap = os.environ["WALCAST_TEST_KAFKA"]
     pg_bin = Path(os.environ.get("WALCAST_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -188,6 +214,7 @@ def main() -> int:
     runs = [
         Run(mode, f"e2e_{name}_{tag}", f"bench_{name}_{tag}", logs / f"{name}.log")
         for mode, name in (("at-least-once", "alo"), ("exactly-once", "eos"))
+        if mode in modes
     ]
     slot_r = f"e2e_r_{tag}"
     slots = [r.slot for r in runs] + [slot_r]
@@ -200,12 +227,15 @@ def main() -> int:
         t0 = time.monotonic()
         for lo in range(1, args.rows + 1, args.rows_per_txn):
             hi = min(lo + args.rows_per_txn - 1, args.rows)
+            if hi == args.rows:
+                # The last commit waits for its flush (the server may run with
+                # synchronous_commit off): the flush position below is past every row.
+                conn.execute("SET synchronous_commit = on")
             conn.execute(
                 f"INSERT INTO {table} SELECT g, 'value ' || g, g %% 100 "
                 "FROM generate_series(%s::bigint, %s::bigint) g",
                 (lo, hi),
             )
-        conn.execute("SET synchronous_commit = on")
         conn.execute("SELECT pg_logical_emit_message(false, 'bench', '')")
         end = wal_lsn(conn)
         print(f"loaded {args.rows} rows in {time.monotonic() - t0:.1f}s", file=sys.stderr)
@@ -214,7 +244,7 @@ def main() -> int:
         for run in runs:
             t0 = time.monotonic()
             profile = args.profile if run.mode == "at-least-once" else None
-            run.start(dsn, pub, bootstrap, args.format, profile)
+            run.start(dsn, pub, bootstrap, args.format, profile, checkout)
             run.wait_until(conn, end)
             run.seconds = time.monotonic() - t0
             run.stop()
@@ -235,8 +265,9 @@ def main() -> int:
 
         # 4. Latency at a fixed offered rate, each daemon in turn, once it caught up (read
         # from the json output: its commit_time).
-        for run in runs if "json" in args.format.split(",") else []:
-            run.start(dsn, pub, bootstrap, args.format)
+        latency = "json" in args.format.split(",") and not args.no_latency
+        for run in runs if latency else []:
+            run.start(dsn, pub, bootstrap, args.format, checkout=checkout)
             run.wait_until(conn, wal_lsn(conn))
             measure_latency(conn, run, table, bootstrap, args)
             run.stop()
@@ -252,16 +283,28 @@ def main() -> int:
             )
         conn.execute(f"DROP PUBLICATION IF EXISTS {pub}")
         conn.execute(f"DROP TABLE IF EXISTS {table}")
-    alo, eos = runs
+    by_mode = {run.mode: run for run in runs}
+    load_after = os.getloadavg()
     print(f"format: {args.format}, rows: {args.rows} ({args.rows_per_txn} per transaction)")
+    print(f"checkout: {checkout}")
+    print(
+        f"load average: {load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end "
+        f"({os.cpu_count()} CPUs)"
+    )
     for run in runs:
         print(
             f"walcast run {run.mode + ':':15} {run.seconds:7.2f} s  "
             f"{args.rows / run.seconds:10,.0f} rows/s  (until the slot is confirmed past the end)"
         )
     print(f"pg_recvlogical → /dev/null:     {recv:7.2f} s  {args.rows / recv:10,.0f} rows/s")
-    print(f"ratio at-least-once/pg_recvlogical: {recv / alo.seconds:.2f}")
-    print(f"ratio exactly-once/at-least-once:   {alo.seconds / eos.seconds:.2f}")
+    if "at-least-once" in by_mode:
+        alo = by_mode["at-least-once"]
+        print(f"ratio at-least-once/pg_recvlogical: {recv / alo.seconds:.3f}")
+        if "exactly-once" in by_mode:
+            eos = by_mode["exactly-once"]
+            print(f"ratio exactly-once/at-least-once:   {alo.seconds / eos.seconds:.2f}")
+    elif "exactly-once" in by_mode:
+        print(f"ratio exactly-once/pg_recvlogical:  {recv / by_mode['exactly-once'].seconds:.3f}")
     for run in runs:
         if run.latencies is not None:
             p50, p99, received, sent, offered = run.latencies
