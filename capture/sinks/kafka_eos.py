@@ -454,7 +454,7 @@ class TransactionalKafkaSink(KafkaSink):
     def _init_failed(self, error: KafkaError) -> KafkaSinkError:
         if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
             tid = self.source.transactional_id if self.source is not None else "walcast-"
-            return missing_acl("Write", "TransactionalId", tid, self.settings)
+            return missing_acl("Write", "TransactionalId", tid, self.settings, also="Describe")
         timeout_ms = int(self.transaction_timeout * 1000)
         return eos_errors.init_failed(self.source, self.brokers, error, timeout_ms)
 

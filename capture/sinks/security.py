@@ -306,20 +306,27 @@ def missing_acl(
     *,
     why: str = "",
     prefixed: bool = False,
+    also: str = "",
 ) -> SecurityRefusedError:
-    """Kafka refused a request for want of an ACL: one line naming it and how to grant it."""
+    """Kafka refused a request for want of an ACL: one line naming it and how to grant it.
+
+    ``also``: another operation the same request needs on the resource (a transactional id
+    needs DESCRIBE to find its coordinator, and WRITE).
+    """
     brokers = str(settings.get("bootstrap.servers", "?"))
     who = principal(settings)
     allow = who if who.startswith("User:") else "User:<walcast's principal>"
     option = {"Topic": "--topic", "Group": "--group", "TransactionalId": "--transactional-id"}
     resource = "--cluster" if resource_type == "Cluster" else f"{option[resource_type]} '{name}'"
     pattern = " --resource-pattern-type prefixed" if prefixed else ""
+    operations = f"{operation.upper()} and {also.upper()}" if also else operation.upper()
+    options = f"--operation {operation}" + (f" --operation {also}" if also else "")
     return SecurityRefusedError(
-        f"Kafka at {brokers} denies {who} {operation.upper()} on {resource_type} {name!r}"
+        f"Kafka at {brokers} denies {who} {operations} on {resource_type} {name!r}"
         f"{' (prefixed)' if prefixed else ''}{why}: a missing ACL",
         hint=f"kafka-acls.sh --bootstrap-server {brokers} --add --allow-principal {allow} "
-        f"--operation {operation}{pattern} {resource} (the README's section Kafka with SASL, "
-        "TLS and ACLs lists every ACL walcast needs)",
+        f"{options}{pattern} {resource} (the README's section Kafka with SASL, TLS and ACLs "
+        "lists every ACL walcast needs)",
     )
 
 
@@ -336,7 +343,7 @@ def _acl_refusal(text: str, settings: Mapping[str, Any]) -> SecurityRefusedError
         )
     if _TRANSACTIONAL_ID_DENIED.search(text):
         tid = str(settings.get("transactional.id", "walcast-"))
-        return missing_acl("Write", "TransactionalId", tid, settings)
+        return missing_acl("Write", "TransactionalId", tid, settings, also="Describe")
     return None
 
 

@@ -38,7 +38,7 @@ no client cert        the broker at 127.0.0.1:P asks for a client certificate (m
 missing WRITE         Kafka at 127.0.0.1:P denies User:nobody WRITE on Topic 'walcast.' (prefixed)
                       (an idempotent producer needs WRITE on a topic, or IDEMPOTENT_WRITE on the
                       cluster): a missing ACL
-missing txn id        Kafka at 127.0.0.1:P denies User:no-txn WRITE on TransactionalId
+missing txn id        Kafka at 127.0.0.1:P denies User:no-txn WRITE and DESCRIBE on TransactionalId
                       'walcast-<system id>-walcast-<slot>': a missing ACL
 ====================  ===========================================================================
 
@@ -479,8 +479,8 @@ def test_a_missing_transactional_id_acl_is_named(broker: Broker, table: Table) -
     one_line(
         done,
         broker,
-        "denies User:no-txn WRITE on TransactionalId 'walcast-",
-        "--transactional-id",
+        "denies User:no-txn WRITE and DESCRIBE on TransactionalId 'walcast-",
+        "--operation Write --operation Describe --transactional-id",
     )
 
 
