@@ -17,7 +17,9 @@ ordinary connection, and writes nothing:
 * the slot: an existing one is a pgoutput slot of this database, not invalidated; a
   missing one is asked for with ``--create-slot`` and ``max_replication_slots`` leaves room
   for it; ``--proto-version`` and ``source.failover_slot`` suit the server;
-* with ``--binary``, every published column has a type binary mode can render.
+* with ``--binary``, every published column has a type binary mode can render;
+* when the session will load the tables, the role may read each published table (its
+  schema's ``USAGE`` and ``SELECT``).
 
 A slot held by another process is not refused here: the session itself tells this
 walcast's own walsender of a cut connection from a stranger (:mod:`capture.daemon.
@@ -37,15 +39,19 @@ from capture import dsn as dsn_util
 from capture.errors import AccessDeniedError, SetupError, SlotInUseError
 from capture.replication.binary_check import check_binary_columns
 from capture.replication.connect import connection_error
-from capture.replication.setup import Preflight, ServerInfo, resolve_failover
+from capture.replication.setup import Preflight, ServerInfo, resolve_failover, slots_exhausted
 from capture.source import SourceConfig
 
 REPLICATION_ROLES: Final = ("rds_replication",)
 """Roles whose members may replicate without the REPLICATION attribute (Amazon RDS)."""
 
 
-def check_source(config: SourceConfig) -> None:
-    """Raise the error the set-up would raise, before anything is written (module docstring)."""
+def check_source(config: SourceConfig, *, loading: bool = False) -> None:
+    """Raise the error the set-up would raise, before anything is written (module docstring).
+
+    ``loading``: this session will load the published tables, so the role must be able to
+    read each of them.
+    """
     config.validate()
     with Preflight(config.dsn) as preflight:
         server = preflight.server()  # wal_level
@@ -64,8 +70,11 @@ def check_source(config: SourceConfig) -> None:
                 _check_room(conn, config.slot)
             else:
                 _check_slot(preflight, config, server)
-            if config.binary and _publications_exist(conn, config.publications):
+            published = _publications_exist(conn, config.publications)
+            if config.binary and published:
                 check_binary_columns(conn, config.publications)
+            if loading and published:
+                _check_readable(conn, config.publications)
         except psycopg.OperationalError as exc:
             raise connection_error(exc, config.dsn) from None
         except psycopg.Error as exc:
@@ -152,6 +161,31 @@ def _check_publication(preflight: Preflight, name: str, config: SourceConfig) ->
         )
 
 
+def _check_readable(conn: psycopg.Connection[Any], publications: list[str]) -> None:
+    """The role may read every published table (a load's SELECT).
+
+    Otherwise one line names the first table it may not read, and the GRANT.
+    """
+    rows = conn.execute(
+        "SELECT DISTINCT format('%%I.%%I', schemaname, tablename) AS name, current_user "
+        "FROM pg_publication_tables WHERE pubname = ANY(%s) "
+        "AND NOT (has_schema_privilege(schemaname, 'USAGE') "
+        "AND has_any_column_privilege(format('%%I.%%I', schemaname, tablename), 'SELECT')) "
+        "ORDER BY 1",
+        (publications,),
+    ).fetchall()
+    if not rows:
+        return
+    table, user = str(rows[0][0]), str(rows[0][1])
+    more = f" (and {len(rows) - 1} more)" if len(rows) > 1 else ""
+    raise AccessDeniedError(
+        f"role {user!r} may not read table {table}{more}, which the load of the published "
+        "tables reads",
+        hint=f"GRANT USAGE ON SCHEMA {table.rpartition('.')[0]} TO {user}; GRANT SELECT ON "
+        f"{table} TO {user}; or leave the table out of the publication, or --snapshot never",
+    )
+
+
 def _check_room(conn: psycopg.Connection[Any], slot: str) -> None:
     """``max_replication_slots`` leaves room for the slot ``--create-slot`` would create."""
     row = conn.execute(
@@ -161,13 +195,7 @@ def _check_room(conn: psycopg.Connection[Any], slot: str) -> None:
     used, limit = int(str(row[0])), int(str(row[1]))
     if used < limit:
         return
-    raise SetupError(
-        f"cannot create replication slot {slot!r}: all replication slots are in use "
-        f"(max_replication_slots = {limit})",
-        hint="drop a slot no longer used (SELECT slot_name, active FROM pg_replication_slots; "
-        "SELECT pg_drop_replication_slot('...')), or raise max_replication_slots "
-        "(postgresql.conf, then a restart)",
-    )
+    raise slots_exhausted(f"create replication slot {slot!r}", limit)
 
 
 def _check_slot(preflight: Preflight, config: SourceConfig, server: ServerInfo) -> None:

@@ -377,7 +377,14 @@ class Daemon:
         assert sink is not None
         identity, slot_found, version = self._identify()
         # Everything that can fail is checked before anything is written (issue 38.4).
-        check_source(config.source_config(hold_transactions=False))
+        check_source(
+            config.source_config(hold_transactions=False),
+            loading=version >= MIN_SERVER_FOR_LOADS
+            and (
+                config.snapshot in (SnapshotMode.INITIAL, SnapshotMode.INITIAL_ONLY)
+                or (config.snapshot is SnapshotMode.AUTO and not slot_found)
+            ),
+        )
         if not self._await_kafka():
             return
         sink.bind_source(identity)

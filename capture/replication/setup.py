@@ -139,12 +139,7 @@ class Preflight:
             value = str(row[0]) if row else "?"
         except psycopg.Error:
             value = "?"
-        return SetupError(
-            f"cannot {doing}: all replication slots are in use (max_replication_slots = {value})",
-            hint="drop a slot no longer used (SELECT slot_name, active FROM pg_replication_slots; "
-            "SELECT pg_drop_replication_slot('...')), or raise max_replication_slots "
-            "(postgresql.conf, then a restart)",
-        )
+        return slots_exhausted(doing, value)
 
     def server(self) -> ServerInfo:
         """Version, wal_level and database; raises unless wal_level is logical.
@@ -366,6 +361,16 @@ _INVALIDATION_REASONS: Final = {
     "wal_level_insufficient": "wal_level on the primary fell below logical",
     "idle_timeout": "it was inactive longer than idle_replication_slot_timeout",
 }
+
+
+def slots_exhausted(doing: str, limit: object) -> SetupError:
+    """``doing`` (creating a slot) failed: every slot ``max_replication_slots`` allows is used."""
+    return SetupError(
+        f"cannot {doing}: all replication slots are in use (max_replication_slots = {limit})",
+        hint="drop a slot no longer used (SELECT slot_name, active FROM pg_replication_slots; "
+        "SELECT pg_drop_replication_slot('...')), or raise max_replication_slots "
+        "(postgresql.conf, then a restart)",
+    )
 
 
 def invalidated_slot_error(name: str, slot: SlotStatus | None, detail: str = "") -> SetupError:

@@ -222,6 +222,41 @@ def test_run_without_a_publication_creates_no_slot(pg_dsn: str, kafka_bootstrap:
     assert line.startswith(f"publication 'wc_pre_{tag}' does not exist"), line
 
 
+@pytest.fixture
+def role_without_select(pg_dsn: str) -> Iterator[tuple[str, str]]:
+    """A role with REPLICATION that may read one published table but not the other: (its
+    DSN, the tag of its names); the publication exists (made by the superuser)."""
+    tag = uuid.uuid4().hex[:8]
+    role = f"wc_pre_ro_{tag}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN REPLICATION")
+        conn.execute(f"CREATE TABLE wc_pre_{tag} (id int PRIMARY KEY)")
+        conn.execute(f"CREATE TABLE wc_pre_{tag}_secret (id int PRIMARY KEY)")
+        conn.execute(f"GRANT SELECT ON wc_pre_{tag} TO {role}")
+        conn.execute(f"CREATE PUBLICATION wc_pre_{tag} FOR TABLE wc_pre_{tag}, wc_pre_{tag}_secret")
+    yield make_conninfo(pg_dsn, user=role), tag
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        drop_slot(conn, f"wc_pre_{tag}")
+        conn.execute(f"DROP PUBLICATION IF EXISTS wc_pre_{tag}")
+        conn.execute(f"DROP TABLE IF EXISTS wc_pre_{tag}, wc_pre_{tag}_secret")
+        conn.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_run_that_would_load_a_table_its_role_may_not_read_creates_no_slot(
+    role_without_select: tuple[str, str], kafka_bootstrap: str, pg_dsn: str
+) -> None:
+    """The load reads every published table: a table the role may not read is refused
+    before the slot is created (before issue 30, after it, at the table's first chunk)."""
+    dsn, tag = role_without_select
+    done, snapshots = run_create_slot(dsn, kafka_bootstrap, tag)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # the publication is the DBA's
+        conn.execute(f"DROP PUBLICATION wc_pre_{tag}")
+    line = assert_left_nothing(done, snapshots, kafka_bootstrap, pg_dsn, tag)
+    role = f"wc_pre_ro_{tag}"
+    assert line.startswith(f"role '{role}' may not read table public.wc_pre_{tag}_secret"), line
+    assert f"GRANT SELECT ON public.wc_pre_{tag}_secret TO {role}" in line
+
+
 # -- every wait says so at once (issue 38.3) ----------------------------------------------------
 
 
