@@ -15,10 +15,20 @@ daemons into the same topics and the same schema topic: each must give its own, 
 set of tables (layouts, replays and tables are kept apart by the walcast.source header).
 The keyless table ``events`` is loaded again while streaming (``walcast snapshot``): the
 reload starts it over, so it is not doubled.
+
+Every format walcast writes goes through ONE daemon run per database (a config file with
+one ``[[outputs]]`` entry per case of :data:`CASES`: debezium twice, schemas off and on),
+and each parametrized case normalizes and materializes its own topics. :data:`ORDERING`
+adds, after ``e2e_changes.sql``, what a partial sort key gets wrong (issue 36): rows
+inserted together in one transaction, then deleted or updated in later ones, and loaded
+rows deleted by a multi-row transaction, whose ordinals are smaller than the load's.
+Debezium's documented losses (:mod:`capture.formats.debezium`, the README) are the only
+differences allowed, and they are checked as such (:func:`_debezium_docs`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -35,6 +45,7 @@ from psycopg.conninfo import make_conninfo
 from capture.replication.slots import source_identity
 from pipeline.materialize import ROW_KEY, MaterializeJob, read_table
 from pipeline.normalize import NormalizeJob
+from pipeline.quarantine import QUARANTINE
 from tests.support import kafka as k
 from tests.support import scenario as sc
 from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
@@ -43,7 +54,40 @@ pytestmark = pytest.mark.integration
 
 SCHEMA = "walcast_e2e"
 TABLES = ("customers", "docs", "events", "orders")
-VENDOR_FORMATS = ("canal", "shareplex", "dataworks", "qlik", "ibm", "dts-avro")
+CASES: dict[str, tuple[str, dict[str, str]]] = {
+    "json": ("json", {}),
+    "canal": ("canal", {}),
+    "shareplex": ("shareplex", {}),
+    "dataworks": ("dataworks", {}),
+    "qlik": ("qlik", {}),
+    "ibm": ("ibm", {}),
+    "dts-avro": ("dts-avro", {}),
+    # TRUNCATE is skipped by Debezium's default (skipped.operations=t): not here
+    "debezium": ("debezium", {"debezium.skipped_operations": "none"}),
+    "debezium-schemas": (
+        "debezium",
+        {"debezium.skipped_operations": "none", "debezium.schemas": "true"},
+    ),
+}
+"""Case (its topics' name part) → ``--format`` and the format's settings: every format
+walcast writes, each read by ``walcast spark normalize --format <format>``."""
+ORDERING = (
+    (
+        "BEGIN; INSERT INTO orders VALUES (200, 3, 1.00, 'first'), (201, 3, 2.00, 'second'), "
+        "(202, 3, 3.00, 'third'); COMMIT"
+    ),
+    "DELETE FROM orders WHERE id = 201",
+    "UPDATE orders SET total = 9.99 WHERE id = 202",
+    (
+        "BEGIN; DELETE FROM customers WHERE id IN (12, 13); "
+        "UPDATE customers SET name = 'moved' WHERE id = 14; COMMIT"
+    ),
+    (
+        "BEGIN; DELETE FROM orders WHERE id = 202; "
+        "INSERT INTO orders VALUES (201, 4, 5.00, 'again'); COMMIT"
+    ),
+)
+"""Changes whose order a sort by ordinal before position gets wrong (issue 36)."""
 KEYLESS = {"events"}
 """Tables without a primary key: materialize keeps their row image as ``ROW_KEY``."""
 
@@ -72,17 +116,32 @@ class Published:
     sources: tuple[Source, Source]
 
 
-def _daemon_args(dsn: str, slot: str, pub: str, bootstrap: str, prefix: str) -> list[str]:
-    args = [
+def _outputs_file(path: Path, prefix: str) -> Path:
+    """A config file with one ``[[outputs]]`` per case, its topics named after the case."""
+    lines = []
+    for case, (fmt, settings) in CASES.items():
+        lines += [
+            "[[outputs]]",
+            f"format = {json.dumps(fmt)}",
+            f"topic = {json.dumps(f'{prefix}.{case}.{{schema}}.{{table}}')}",
+            f"transaction_topic = {json.dumps(f'{prefix}.{case}')}",
+        ]
+        if settings:
+            lines.append("[outputs.settings]")
+            lines += [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in settings.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _daemon_args(
+    dsn: str, slot: str, pub: str, bootstrap: str, prefix: str, config: Path
+) -> list[str]:
+    return [
+        "--config", str(config),
         "--dsn", dsn, "--slot", slot, "--publication", pub, "--create-slot",
         "--bootstrap-servers", bootstrap, "--metrics-port", "0",
-        "--topic", prefix + ".{format}.{schema}.{table}",
-        "--transaction-topic", prefix + ".{format}",
         "--schema-topic", prefix + ".schemas", "--heartbeat-interval", "1",
     ]  # fmt: skip
-    for fmt in VENDOR_FORMATS:
-        args += ["--format", fmt]
-    return args
 
 
 def _wait_for(daemon: RunningDaemon, event: str, count: int, timeout: float = 120) -> None:
@@ -105,6 +164,7 @@ def published(pg_dsn: str, kafka_bootstrap: str, tmp_path_factory: pytest.TempPa
         conn.execute(f"CREATE DATABASE {second_db}")
     dsns = (pg_dsn, make_conninfo(pg_dsn, dbname=second_db))
     logs = tmp_path_factory.mktemp("e2e")
+    config = _outputs_file(logs / "outputs.toml", prefix)
     daemons: list[RunningDaemon] = []
     try:
         for i, dsn in enumerate(dsns):
@@ -115,12 +175,16 @@ def published(pg_dsn: str, kafka_bootstrap: str, tmp_path_factory: pytest.TempPa
                     for statement in SECOND_DB_LAYOUT:
                         conn.execute(statement)
                 conn.execute(f"CREATE PUBLICATION {pub} FOR TABLES IN SCHEMA {SCHEMA}")
-            args = _daemon_args(dsn, slots[i], pub, kafka_bootstrap, prefix)
+            args = _daemon_args(dsn, slots[i], pub, kafka_bootstrap, prefix, config)
             daemons.append(RunningDaemon(*args, log_path=logs / f"run{i}.log"))
         for daemon in daemons:
             _wait_for(daemon, "snapshot_table_done", len(TABLES))
         for dsn in dsns:
             sc.run_sql_file(dsn, "e2e_changes.sql")
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"SET search_path = {SCHEMA}")
+                for statement in ORDERING:
+                    conn.execute(statement)
         # A table without a key loaded again while streaming: Spark must start it over.
         reload = subprocess.run(
             [sys.executable, "-m", "capture", "snapshot", "--dsn", pg_dsn,
@@ -201,18 +265,41 @@ def materialized_rows(
     return Counter(_numeric_floats(rows, floats))
 
 
-@pytest.mark.parametrize("fmt", VENDOR_FORMATS)
+DEBEZIUM_LOST_DOCS = {"6", "10", "20", "31"}
+"""``docs`` rows whose key changed while their TOASTed body did not: Debezium writes the
+new key as a create event with the unchanged-TOAST placeholder (the value is unknown),
+which normalize quarantines as ``unsupported`` (:mod:`pipeline.formats.debezium`)."""
+
+
+def _debezium_docs(expected: Counter, columns: list[str]) -> Counter:
+    """``docs`` as Debezium can carry it: without :data:`DEBEZIUM_LOST_DOCS`."""
+    at = columns.index("id")
+    return Counter({r: n for r, n in expected.items() if r[at] not in DEBEZIUM_LOST_DOCS})
+
+
+def _quarantined(spark, path: str) -> list[tuple[str, str | None, str | None]]:
+    """``(reason, table, detail)`` of every quarantined record."""
+    frame = spark.read.schema(QUARANTINE).parquet(path)
+    return [(r["reason"], r["table"], r["detail"]) for r in frame.collect()]
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_materialized_tables_equal_the_source(
-    fmt: str, published: Published, spark, kafka_bootstrap: str, tmp_path: Path
+    case: str, published: Published, spark, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    """Each database's tables, apart, equal its ``SELECT *`` (the reloaded keyless one too)."""
+    """Each database's tables, apart, equal its ``SELECT *`` (the reloaded keyless one too).
+
+    Nothing is quarantined but Debezium's documented losses (:data:`DEBEZIUM_LOST_DOCS`,
+    and a numeric past 38 digits: ``docs`` row 3's load).
+    """
+    fmt = CASES[case][0]
     prefix = published.prefix
     topics = [
         t
-        for t in k.topics(kafka_bootstrap, f"{prefix}.{fmt}")
-        if t == f"{prefix}.{fmt}" or t.startswith(f"{prefix}.{fmt}.")
+        for t in k.topics(kafka_bootstrap, f"{prefix}.{case}")
+        if t == f"{prefix}.{case}" or t.startswith(f"{prefix}.{case}.")
     ]
-    assert topics, f"no {fmt} topics"
+    assert topics, f"no {case} topics"
     changes = str(tmp_path / "changes")
     NormalizeJob(
         bootstrap=kafka_bootstrap, topics=topics, format=fmt, output=changes,
@@ -225,9 +312,12 @@ def test_materialized_tables_equal_the_source(
         bootstrap=kafka_bootstrap, layout_topic=prefix + ".schemas", typed=False,
         available_now=True,
     ).run(spark)  # fmt: skip
+    quarantined = _quarantined(spark, changes + "_quarantine")
+    compared = 0
     for source, table in [(s, t) for s in published.sources for t in TABLES]:
         columns, floats, expected = source_rows(source.dsn, table)
         got = materialized_rows(spark, state, table, columns, floats, source.key)
+        compared += sum(got.values())
         if fmt == "ibm" and table == "orders":
             # IBM delimited has no TRUNCATE (capture/formats/ibm.py skips it): the state
             # keeps the rows truncated at the source (ids 1-41), and only those.
@@ -236,7 +326,19 @@ def test_materialized_tables_equal_the_source(
             assert truncated
             assert all(int(row[columns.index("id")]) <= 41 for row in truncated)
             continue
+        if fmt == "debezium" and table == "docs":
+            expected = _debezium_docs(expected, columns)
         assert got == expected, (
-            f"{fmt} {source.key} {table}: missing {list((expected - got).items())[:3]}, "
+            f"{case} {source.key} {table}: {sum((expected - got).values())} missing "
+            f"{list((expected - got).items())[:3]}, {sum((got - expected).values())} "
             f"unexpected {list((got - expected).items())[:3]}"
         )
+    if fmt == "debezium":
+        # per source: the 5 key moves of docs (create events with placeholders: 1→10,
+        # 2→20, 5→6, 3→30→31) and the load row of docs 3 (a 39-digit numeric: Debezium's
+        # Decimal is not decoded past 38 digits)
+        assert len(quarantined) == 2 * 6, quarantined
+        assert {(r, t) for r, t, _ in quarantined} == {("unsupported", "docs")}, quarantined
+    else:
+        assert quarantined == [], quarantined[:5]
+    print(f"{case}: {compared} materialized rows compared, 0 mismatches")
