@@ -48,6 +48,7 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -82,6 +83,8 @@ from capture.sinks.kafka_client import (
 from capture.sinks.security import missing_acl
 
 log = structlog.get_logger("walcast.kafka")
+_DENIED_TOPIC: Final = re.compile(r"Topic authorization failed \(topic '([^']+)'")
+"""A delivery failure (as :meth:`Unit.delivered` words it) for want of a topic ACL."""
 
 OUTAGE_REPORT_EVERY: Final = 60.0
 """Seconds between two ``kafka_unreachable`` lines of one outage."""
@@ -472,7 +475,7 @@ class KafkaSink:
             self.wait_hook()
         if reports and reports[0] is not None:
             if reports[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                raise missing_acl("Write", "Topic", topic, self.settings)
+                raise self._denied(topic)
             raise KafkaSinkError(
                 f"Kafka refused walcast's record on topic {topic!r}: {reports[0].str()}",
                 hint="check the topic's ACLs and configuration",
@@ -533,6 +536,9 @@ class KafkaSink:
 
     def refused(self, unit: Unit) -> WalcastError:
         """The one-line error for a unit with a refused message."""
+        denied = _DENIED_TOPIC.search(unit.failures[0]) if unit.failures else None
+        if denied is not None:
+            return self._denied(denied.group(1))
         hint = (
             "raise the topic's max.message.bytes (and kafka.producer message.max.bytes), or "
             "make messages smaller; restart to resend"
@@ -559,12 +565,33 @@ class KafkaSink:
                 "make messages smaller (e.g. ibm.max_message_size); restart to resend"
             )
         if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            return missing_acl("Write", "Topic", topic, self.settings)
+            return self._denied(topic)
         size = len(message.value or b"")
         return KafkaSinkError(
             f"Kafka rejected a {size}-byte message for {where} (xid {message.xid}, "
             f"commit LSN {lsn}) on topic {topic!r}: {error.str()}",
             hint=hint,
+        )
+
+    def _denied(self, topic: str) -> KafkaSinkError:
+        """Kafka refused a write to ``topic`` for want of an ACL: which one.
+
+        Kafka says "Topic authorization failed" both for a missing WRITE and, for a topic
+        that does not exist yet, a missing CREATE (walcast makes topics with its first
+        write): a topic the metadata lists needs WRITE, any other CREATE.
+        """
+        try:
+            listed = topic in self.producer.list_topics(timeout=PROBE_TIMEOUT).topics
+        except KafkaException:
+            listed = True
+        if listed:
+            return missing_acl("Write", "Topic", topic, self.settings)
+        return missing_acl(
+            "Create",
+            "Topic",
+            topic,
+            self.settings,
+            why=" (it does not exist, and walcast makes a topic with its first write)",
         )
 
     def close(self) -> None:
@@ -594,7 +621,13 @@ class KafkaSink:
                 log.info("topic_created", topic=topic, cleanup_policy="compact")
             except KafkaException as exc:
                 error = exc.args[0]
-                if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                if error.code() in (
+                    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                ):
+                    denied = missing_acl("Create", "Topic", topic, self.settings)
+                    log.warning("topic_not_created", topic=topic, error=denied.message)
+                elif error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     log.warning("topic_not_created", topic=topic, error=error.str())
             except Exception as exc:  # noqa: BLE001 - a timeout of the admin future
                 log.warning("topic_not_created", topic=topic, error=str(exc) or "timed out")

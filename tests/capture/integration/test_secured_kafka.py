@@ -5,7 +5,8 @@ SASL_PLAINTEXT and SASL_SSL (SCRAM-SHA-512), SSL with client certificates, a TLS
 whose certificate names another host, and the StandardAuthorizer with nothing allowed. The
 fixture grants the README's ``kafka-acls.sh`` block, parsed from README.md as written, and
 nothing else: to ``User:walcast`` all of it; to ``User:reader`` only the Spark jobs' command;
-to ``User:no-txn`` all but the transactional ids. Every command runs through the CLI.
+to ``User:no-txn`` all but the transactional ids; to ``User:no-create`` all but CREATE.
+Every command runs through the CLI.
 
 * Each listener: ``produce-test-stream --kafka``, ``walcast run`` (at-least-once and
   ``--exactly-once``), ``walcast consume`` reading back what they wrote; no output line of
@@ -38,6 +39,9 @@ no client cert        the broker at 127.0.0.1:P asks for a client certificate (m
 missing WRITE         Kafka at 127.0.0.1:P denies User:nobody WRITE on Topic 'walcast.' (prefixed)
                       (an idempotent producer needs WRITE on a topic, or IDEMPOTENT_WRITE on the
                       cluster): a missing ACL
+missing CREATE        Kafka at 127.0.0.1:P denies User:no-create CREATE on Topic
+                      'walcast.json.public.<table>' (it does not exist, and walcast makes a topic
+                      with its first write): a missing ACL
 missing txn id        Kafka at 127.0.0.1:P denies User:no-txn WRITE and DESCRIBE on TransactionalId
                       'walcast-<system id>-walcast-<slot>': a missing ACL
 ====================  ===========================================================================
@@ -201,6 +205,7 @@ def broker() -> Broker:
         found.passwords[user] = found[f"{user.upper()}_PASSWORD"]
     found.passwords["reader"] = uuid.uuid4().hex
     found.passwords["no-txn"] = uuid.uuid4().hex
+    found.passwords["no-create"] = uuid.uuid4().hex
     admin = AdminClient(
         {
             "bootstrap.servers": found.listener("SASL_PLAINTEXT"),
@@ -227,7 +232,7 @@ def broker() -> Broker:
             ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
             found.passwords[user].encode(),
         )
-        for user in ("reader", "no-txn")
+        for user in ("reader", "no-txn", "no-create")
     ]
     for future in admin.alter_user_scram_credentials(upserts).values():
         future.result(timeout=30)
@@ -238,6 +243,9 @@ def broker() -> Broker:
         granted += bindings(words, "User:walcast")
         if "--transactional-id" not in words:
             granted += bindings(words, "User:no-txn")
+        no_create = " ".join(words).replace("--operation Create", "").split()
+        if "--operation" in no_create:
+            granted += bindings(no_create, "User:no-create")
     granted += bindings(commands[-1], "User:reader")  # the Spark jobs' command only
     unique = list(dict.fromkeys(granted))
     for future in admin.create_acls(unique).values():
@@ -438,6 +446,11 @@ def wrong(broker: Broker, case: str) -> tuple[str, dict[str, str], tuple[str, ..
             {"WALCAST__KAFKA__SECURITY_PROTOCOL": "SSL", **ca},
             ("asks for a client certificate (mTLS)", "kafka.ssl_certificate_location"),
         ),
+        "missing-create-acl": (
+            "SASL_SSL",
+            broker.sasl("SASL_SSL", user="no-create"),
+            ("denies User:no-create CREATE on Topic 'walcast.", "--operation Create"),
+        ),
         "missing-write-acl": (
             "SASL_PLAINTEXT",
             broker.sasl("SASL_PLAINTEXT", user="nobody"),
@@ -458,6 +471,7 @@ WRONG = [
     "expired-client-certificate",
     "no-client-certificate",
     "missing-write-acl",
+    "missing-create-acl",
 ]
 
 
