@@ -191,7 +191,7 @@ def _untrusted_broker(broker: str, settings: Mapping[str, Any]) -> SecurityRefus
     where = (
         f"kafka.ssl_ca_location ({ca})" if ca else "the system's CAs (kafka.ssl_ca_location unset)"
     )
-    names = _names_if_trusted(broker, str(ca) if ca else None)
+    names, why = _names_if_trusted(broker, settings)
     host = broker.rsplit(":", 1)[0]
     if names is not None:
         shown = ", ".join(names) or "no host name"
@@ -201,6 +201,11 @@ def _untrusted_broker(broker: str, settings: Mapping[str, Any]) -> SecurityRefus
             hint="point kafka.bootstrap_servers at a host name the certificate holds, or "
             f"have the broker's certificate issued for {host} (subjectAltName)",
         )
+    if why and "issuer" not in why and "self-signed" not in why and "self signed" not in why:
+        return SecurityRefusedError(  # expired, not yet valid, ...: not the CA's fault
+            f"the certificate of the broker at {broker} does not verify: {why}",
+            hint="have the broker's certificate renewed (or its clock and walcast's checked)",
+        )
     return SecurityRefusedError(
         f"the certificate of the broker at {broker} is not signed by a CA in {where}",
         hint="set kafka.ssl_ca_location to the PEM file of the CA that signed the brokers' "
@@ -208,27 +213,37 @@ def _untrusted_broker(broker: str, settings: Mapping[str, Any]) -> SecurityRefus
     )
 
 
-def _names_if_trusted(broker: str, ca: str | None) -> list[str] | None:
-    """The host names of the broker's certificate if ``ca`` trusts it (else None).
+def _names_if_trusted(
+    broker: str, settings: Mapping[str, Any]
+) -> tuple[list[str] | None, str | None]:
+    """The host names of the broker's certificate if the client's CAs trust it.
 
-    A TLS handshake without the host name check: it succeeds when only the host name was
-    wrong. None too when the broker cannot be asked (the caller then names the CA).
+    A TLS handshake without the host name check (with the client's certificate, if any): it
+    succeeds when only the host name was wrong. Else ``(None, why)``: OpenSSL's reason when
+    the certificate did not verify, None when the broker could not be asked (the caller
+    then names the CA).
     """
     host, _, port = broker.rpartition(":")
+    ca = settings.get("ssl.ca.location")
+    cert, key = settings.get("ssl.certificate.location"), settings.get("ssl.key.location")
     try:
-        context = ssl.create_default_context(cafile=ca)
+        context = ssl.create_default_context(cafile=str(ca) if ca else None)
         context.check_hostname = False
+        if cert and key:
+            context.load_cert_chain(str(cert), str(key))
         with (
             socket.create_connection((host, int(port)), timeout=3) as raw,
             context.wrap_socket(raw) as tls,
         ):
             peer = tls.getpeercert() or {}
+    except ssl.SSLCertVerificationError as exc:
+        return None, str(exc.verify_message or "") or None
     except (OSError, ValueError):
-        return None
+        return None, None
     alt: Any = peer.get("subjectAltName", ())
     names = [str(value) for kind, value in alt if kind in ("DNS", "IP Address")]
     subject: Any = peer.get("subject", ())
-    return names or [str(v) for rdn in subject for k, v in rdn if k == "commonName"]
+    return names or [str(v) for rdn in subject for k, v in rdn if k == "commonName"], None
 
 
 def _client_certificate_refused(

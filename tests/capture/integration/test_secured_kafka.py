@@ -171,6 +171,8 @@ class Broker:
         for user, password in self.passwords.items():
             assert password not in text, f"the password of {user} was printed"
         assert MARK not in text, "a wrong password was printed"
+        key = Path(self["CLIENT_KEY"]).read_text().splitlines()[1]  # handed to Spark inline
+        assert key not in text, "the client key was printed"
 
 
 @pytest.fixture(scope="module")

@@ -127,3 +127,28 @@ def test_each_refusal_is_one_line_naming_the_setting(text: str, needle: str) -> 
 def test_an_outage_is_no_refusal() -> None:
     text = "Connect to ipv4#127.0.0.1:9092 failed: Connection refused (after 0ms in state CONNECT)"
     assert refusal(PREFIX + text, SASL) is None
+
+
+@pytest.mark.parametrize(
+    ("verified", "needle"),
+    [
+        ((None, "unable to get local issuer certificate"), "is not signed by a CA in"),
+        ((None, None), "is not signed by a CA in"),
+        ((None, "certificate has expired"), "does not verify: certificate has expired"),
+        ((["kafka.example.invalid"], None), "is for kafka.example.invalid, not for 127.0.0.1"),
+    ],
+)
+def test_an_unverified_broker_certificate_says_why(
+    monkeypatch: pytest.MonkeyPatch, verified: tuple[list[str] | None, str | None], needle: str
+) -> None:
+    from capture.sinks import security  # noqa: PLC0415
+
+    monkeypatch.setattr(security, "_names_if_trusted", lambda *_: verified)
+    text = (
+        "ssl://127.0.0.1:9093/bootstrap: SSL handshake failed: error:0A000086:SSL routines::"
+        "certificate verify failed: broker certificate could not be verified (after 3ms in "
+        "state SSL_HANDSHAKE)"
+    )
+    found = refusal(text, {"ssl.ca.location": "/ca.pem"})
+    assert found is not None
+    assert needle in found.message
