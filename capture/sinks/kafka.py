@@ -446,6 +446,8 @@ class KafkaSink:
                     self.wait_hook()
             except KafkaException as exc:  # a fatal producer (a missing ACL): its own error
                 error = exc.args[0]
+                if not error.fatal() and error.code() != KafkaError._FATAL:  # noqa: SLF001
+                    raise  # the caller's (a transaction's abortable state)
                 if producer is self.producer:
                     self._serve(0)
                 self.protocol.note(error.str())
