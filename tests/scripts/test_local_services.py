@@ -105,7 +105,7 @@ def tree(root: int) -> list[int]:
 def assert_inherits_nothing(server: int, lock: Path, extra: Path) -> None:
     assert lock_is_free(lock), f"the caller's flock on {lock} is still held after the start"
     state = lock.parent
-    own_locks = {str(state / "pg.lock"), str(state / "kafka.lock")}  # the script's (with_lock)
+    own_locks = {str(state / f"{name}.lock") for name in ("pg", "kafka", "kafka_secure")}
     for pid, targets in open_files(tree(server)).items():
         leaked = ({str(lock), str(extra)} | own_locks) & targets
         assert not leaked, f"pid {pid} holds {sorted(leaked)}"
@@ -131,3 +131,22 @@ def test_kafka_inherits_none_of_the_callers_descriptors(state_dir: Path) -> None
         assert parent == 1 or "local-services" not in Path(f"/proc/{parent}/cmdline").read_text()
     finally:
         stop("kafka", state_dir)
+
+
+def test_the_secured_kafka_starts_from_nothing_and_inherits_nothing(state_dir: Path) -> None:
+    """``start kafka-secure`` in an empty state dir: certificates, users and storage are made,
+    the listeners answer, and the broker holds none of the caller's descriptors (issue 34)."""
+    try:
+        lock, extra = start_under_flock("kafka-secure", state_dir)
+        broker = int((state_dir / "kafka-secure" / "kafka.pid").read_text())
+        assert_inherits_nothing(broker, lock, extra)
+        exports = subprocess.run(
+            [str(SERVICES), "env", "kafka-secure"],
+            env=services_env(state_dir), capture_output=True, text=True, timeout=60, check=True,
+        ).stdout  # fmt: skip
+        for name in ("SASL_PLAINTEXT", "SASL_SSL", "SSL", "CA", "CLIENT_KEY", "WALCAST_PASSWORD"):
+            assert f"export WALCAST_TEST_KAFKA_{name}=" in exports, exports
+        key = state_dir / "kafka-secure" / "tls" / "walcast.key"
+        assert key.stat().st_mode & 0o077 == 0, "the client key is readable by others"
+    finally:
+        stop("kafka-secure", state_dir)
