@@ -412,6 +412,7 @@ def read_messages(args: argparse.Namespace) -> int:
     """Print the messages of ``--topic`` (see the module docstring)."""
     from confluent_kafka import KafkaError  # noqa: PLC0415
 
+    from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
     from capture.sinks.security import hidden_topics, missing_acl  # noqa: PLC0415
 
     passing = (
@@ -429,7 +430,9 @@ def read_messages(args: argparse.Namespace) -> int:
     try:
         metadata = client.metadata(args.connect_timeout)
         absent = [t for t in args.topic if not t.startswith("^") and t not in metadata.topics]
-        hidden_topics(client.settings, absent, args.connect_timeout)  # a missing ACL
+        hidden_topics(
+            client.settings, absent, args.connect_timeout, client_logger()
+        )  # a missing ACL
         for topic in args.topic:
             if not topic.startswith("^") and topic not in metadata.topics:
                 raise ConfigError(

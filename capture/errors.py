@@ -212,3 +212,9 @@ class BinaryTypeError(ConfigError):
             or f"run without --binary, leave {self.relation} out of the publication, or change "
             f"the type of column {self.column}",
         )
+
+
+class KafkaSinkError(WalcastError):
+    """Kafka refused messages for good, or refused the client; the slot stays before it."""
+
+    exit_code = 6

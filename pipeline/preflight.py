@@ -132,5 +132,5 @@ def denied(
     from capture.sinks.security import hidden_topics  # noqa: PLC0415
 
     settings = admin_settings(bootstrap, kafka_options)
-    settings.pop("logger", None)
-    hidden_topics(settings, list(topics), timeout)
+    logger = settings.pop("logger")
+    hidden_topics(settings, list(topics), timeout, logger)

@@ -4,7 +4,7 @@ Each failure of :mod:`capture.sinks.kafka_eos` becomes one error naming the caus
 fix: an abortable failure is :class:`KafkaTransactionAbortedError` (retried: the session
 starts again from what Kafka committed); being fenced, a refused producer, a refused
 offsets record and a PostgreSQL transaction too long for one Kafka transaction stop the
-daemon (:class:`~capture.sinks.kafka_client.KafkaSinkError`).
+daemon (:class:`~capture.errors.KafkaSinkError`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Final
 
 from confluent_kafka import KafkaError
 
-from capture.errors import RetryPolicy, WalcastError
+from capture.errors import KafkaSinkError, RetryPolicy, WalcastError
 from capture.identity import SourceIdentity
 from capture.lsn import format_lsn
-from capture.sinks.kafka_client import KafkaSinkError
 
 FENCED_CODES: Final = frozenset(
     {

@@ -59,7 +59,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from capture.errors import WalcastError
+from capture.errors import KafkaSinkError, WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
 from capture.formats.layout import layout_record
@@ -71,7 +71,6 @@ from capture.sinks.kafka_client import (
     FATAL_CODES,
     OUTAGE_CODES,
     ClientLog,
-    KafkaSinkError,
     ProtocolMismatchError,
     ProtocolWatch,
     SourceChangedError,

@@ -38,7 +38,8 @@ from typing import Any, Final
 import structlog
 from confluent_kafka import KafkaError, KafkaException
 
-from capture.errors import WalcastError
+from capture.errors import KafkaSinkError, WalcastError
+from capture.sinks.security import refusal
 
 log = structlog.get_logger("walcast.kafka")
 
@@ -59,12 +60,6 @@ FATAL_CODES: Final = frozenset(
         KafkaError.CLUSTER_AUTHORIZATION_FAILED,
     }
 )
-
-
-class KafkaSinkError(WalcastError):
-    """Kafka refused messages for good, or refused the client; the slot stays before it."""
-
-    exit_code = 6
 
 
 class SourceChangedError(WalcastError):
@@ -298,8 +293,6 @@ class ProtocolWatch:
         """Read one librdkafka line (an error callback's text or a log line)."""
         if self.found is not None:
             return
-        from capture.sinks.security import refusal  # noqa: PLC0415 - it imports this module
-
         refused = refusal(text, self.settings)
         if refused is not None:
             self.found = refused

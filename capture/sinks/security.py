@@ -24,6 +24,7 @@ ProtocolWatch` calls it on every line, as for a ``security.protocol`` mismatch.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -33,8 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from capture.errors import ConfigError
-from capture.sinks.kafka_client import KafkaSinkError
+from capture.errors import ConfigError, KafkaSinkError
 
 ENV: Final = "WALCAST__KAFKA__"
 _KEYS: Final = (
@@ -362,22 +362,23 @@ def _acl_refusal(text: str, settings: Mapping[str, Any]) -> SecurityRefusedError
     return None
 
 
-def hidden_topics(settings: Mapping[str, Any], topics: list[str], timeout: float) -> None:
+def hidden_topics(
+    settings: Mapping[str, Any], topics: list[str], timeout: float, logger: logging.Logger
+) -> None:
     """Raise the missing ACL when one of ``topics``, absent from the metadata, is hidden.
 
     A broker lists only the topics the principal may DESCRIBE, so a topic hidden by a
     missing ACL looks like no topic at all: on a secured connection, DescribeTopics (which
     creates nothing) tells the two apart. Returns when none is (the caller names them
-    missing).
+    missing). ``logger`` takes the admin client's log lines
+    (:func:`capture.sinks.kafka_client.client_logger`).
     """
     if not settings.get("security.protocol") or not topics:
         return
     from confluent_kafka import KafkaError, KafkaException, TopicCollection  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-    from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
-
-    conf: dict[str, Any] = {**settings, "logger": client_logger()}
+    conf: dict[str, Any] = {**settings, "logger": logger}
     admin = AdminClient(conf)
     futures = admin.describe_topics(TopicCollection(list(topics)), request_timeout=timeout)
     for topic, future in futures.items():
