@@ -17,7 +17,10 @@ Decoding (kind → PostgreSQL text, TimeZone UTC, DateStyle ISO):
   digits, as ``numeric`` prints them. Unscaled values of up to 38 digits: a longer one
   does not decode (the change goes to the quarantine, :func:`undecoded`, never a wrong
   number).
-* ``Date``/Connect ``Date`` (epoch days) → ``YYYY-MM-DD``; ``MicroTime``, ``Time``
+* ``Date``/Connect ``Date`` (epoch days) → ``YYYY-MM-DD`` for years 1 to 9999, pgjdbc's
+  days of ``infinity``/``-infinity`` (-2147472692/-2147472691) → ``infinity``/``-infinity``;
+  any other day does not decode (the change goes to the quarantine, never a crash of the
+  job: Spark's date formatting overflows past year ±290,000); ``MicroTime``, ``Time``
   (ms), Connect ``Time`` (ms), ``NanoTime`` → ``HH:MM:SS[.f]`` (``24:00:00`` kept);
   ``MicroTimestamp``, ``Timestamp`` (ms), Connect ``Timestamp``, ``NanoTimestamp`` →
   ``timestamp`` text; ``ZonedTimestamp`` (ISO, ``Z``) → ``timestamptz`` text (``+00``,
@@ -427,10 +430,7 @@ def scalar_text(
         F.when(value.isNull(), value)
         .when(cname == DECIMAL, numeric_text(unscaled, scale))
         .when(cname == VARIABLE_DECIMAL, numeric_text(unscaled, variable_scale))
-        .when(
-            cname.isin(*DAY_NAMES),
-            F.date_format(F.date_add(F.lit("1970-01-01"), value.cast("int")), "yyyy-MM-dd"),
-        )
+        .when(cname.isin(*DAY_NAMES), day_text(as_long))
         .when(cname == MICRO_TIME, time_text(as_long))
         .when(cname.isin(*MILLI_TIMES), time_text(as_long * 1000))
         .when(cname == NANO_TIME, time_text(F.floor(nanos / 1000)))
@@ -453,6 +453,25 @@ def scalar_text(
             _bytea(value, ctype, pg, binary_mode),
         )
         .otherwise(value)
+    )
+
+
+DATE_INFINITY = -2_147_472_692
+"""pgjdbc's epoch day of ``'infinity'::date`` (walcast's encoder writes the same)."""
+DATE_NEG_INFINITY = -2_147_472_691
+FIRST_DAY, LAST_DAY = -719_162, 2_932_896
+"""Epoch days of 0001-01-01 and 9999-12-31: the dates decoded."""
+
+
+def day_text(days: Column) -> Column:
+    """``YYYY-MM-DD`` of an epoch day (years 1-9999), ``infinity``/``-infinity``, else null."""
+    return (
+        F.when(days == F.lit(DATE_INFINITY), F.lit("infinity"))
+        .when(days == F.lit(DATE_NEG_INFINITY), F.lit("-infinity"))
+        .when(
+            days.between(FIRST_DAY, LAST_DAY),
+            F.date_format(F.date_add(F.lit("1970-01-01"), days.cast("int")), "yyyy-MM-dd"),
+        )
     )
 
 
@@ -514,20 +533,31 @@ def staged_text(staged: Column, binary_mode: str = "bytes") -> Column:
     element_pg = F.when(kind["pg"].startswith("_"), F.substring(kind["pg"], 2, 1000))
     elements = F.transform(
         staged["items"],
-        lambda e: array_element_text(
-            scalar_text(
-                e["v"],
-                kind["itype"],
-                kind["iname"],
-                kind["iscale"],
-                F.lit(None).cast("string"),
-                element_pg,
-                binary_mode,
-                e["u"],
-            )
+        lambda e: F.struct(
+            e["v"].isNotNull().alias("sent"),
+            array_element_text(
+                scalar_text(
+                    e["v"],
+                    kind["itype"],
+                    kind["iname"],
+                    kind["iscale"],
+                    F.lit(None).cast("string"),
+                    element_pg,
+                    binary_mode,
+                    e["u"],
+                )
+            ).alias("t"),
         ),
     )
-    array = F.concat(F.lit("{"), F.array_join(elements, ",", "NULL"), F.lit("}"))
+    # an element that does not decode leaves the whole array undecoded (never a NULL)
+    array = F.when(
+        ~F.exists(elements, lambda x: x["sent"] & x["t"].isNull()),
+        F.concat(
+            F.lit("{"),
+            F.array_join(F.transform(elements, lambda x: x["t"]), ",", "NULL"),
+            F.lit("}"),
+        ),
+    )
     return (
         F.when(kind.isNull() | value.isNull(), value)
         .when(kind["ctype"] == "array", array)
