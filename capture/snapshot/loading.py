@@ -267,19 +267,16 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
         (one line, retried; the chunk is read again), as a silent reader after its
         watermark does (:meth:`capture.snapshot.splice.Splice._next_result`).
         """
-        limit = self.inner.stream.receive_timeout
-        now = time.monotonic()
         for marker, (read, load) in list(self._in_flight.items()):
             if read.failed_early is not None:
                 del self._in_flight[marker]
                 drain(read, self.inner.keep_alive)
                 self._assigner.read_failed(load, read.chunk, read.failed_early)
-            elif (
-                limit is not None
-                and read.started
-                and not read.watermarked
-                and now - read.started >= limit
-            ):
+                continue
+            if not read.started or read.watermarked:
+                continue
+            limit = self._splice.read_timeout()  # the stream's receive timeout (late-bound)
+            if limit is not None and time.monotonic() - read.started >= limit:
                 del self._in_flight[marker]
                 abandon(read)
                 drain(read, self.inner.keep_alive)
