@@ -9,6 +9,22 @@ changes' ``column_types``) and primary key. Two stores apply a batch's fold
 * Parquet (:func:`apply_parquet`): the table's state is rewritten into a new version
   directory and ``_CURRENT`` is switched to it (:func:`read_table` reads it); a batch the
   table already has is skipped.
+
+**No partial rows** (issue 36's orphan rule). A row the fold leaves to be completed from
+the table (an update whose change did not send every column, e.g. unchanged TOAST, a
+Debezium key move's placeholder, or a format that sends changed columns only; or a key
+move that leaves columns to the old key's row) needs that row: the stored row of its key
+(an update) or of its old key (a move). When the table does not hold it (materialize
+started after the row was written and no load brought it), the unsent columns' values
+are unknown, and inserting the row with NULLs there would be silent wrong data. Such a
+row is **kept out** of the table: not inserted, and a row already stored at a move's new
+key is left as it is. Each apply counts them (its return value) and logs one warning per
+table and batch naming the table, the count and a key, and what fills the row in (a
+load: ``walcast snapshot --table``). "Every column" is the table spec's columns (from its
+layout, or the changes): a change that sent all of them still upserts a row the table
+does not hold, as before. Decision where the rule is vague: a change older than a column
+added later (``ALTER TABLE … ADD COLUMN``) did not send that column either, so it too is
+kept out rather than stored with a NULL PostgreSQL may not hold (the column's default).
 """
 
 # ruff: noqa: N812, FBT003
@@ -25,7 +41,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from capture.identity import SourceIdentity
+from capture.state.identity import SourceIdentity
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, without_truncated
 from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text, spark_type
@@ -242,18 +258,70 @@ def _key_matches(spec: TableSpec, alias: str, key: Column) -> Column:
 
 
 def _with_base(keyed: DataFrame, current: DataFrame, spec: TableSpec) -> DataFrame:
-    """``keyed`` plus ``_b_<column>``, the stored row of ``_base_key``.
+    """``keyed`` plus ``_b_<column>``, the stored row of ``_base_key``, and ``_b_found``.
 
     That is a key move's old row before the batch (:class:`pipeline.fold.KeyFold`); null
-    where there is none.
+    where there is none (``_b_found`` false).
     """
-    base = current.select(*[F.col(n) for n in spec.names])
+    base = current.select(*[F.col(n) for n in spec.names], F.lit(True).alias(FOUND))
     cond = F.col("r._base_key").isNotNull() & _key_matches(spec, "b", F.col("r._base_key"))
     return (
         keyed.alias("r")
         .join(base.alias("b"), cond, "left")
-        .select("r.*", *[F.col(f"b.{n}").alias(f"_b_{n}") for n in spec.names])
+        .select(
+            "r.*",
+            *[F.col(f"b.{n}").alias(f"_b_{n}") for n in spec.names],
+            F.coalesce(F.col(f"b.{FOUND}"), F.lit(False)).alias("_b_found"),
+        )
     )
+
+
+FOUND = "_walcast_found"
+"""A marker column joined in with a stored row: true where the table holds it."""
+
+
+def _complete(spec: TableSpec) -> Column:
+    """The folded row ``_row`` carries every column of the table (nothing left unsent)."""
+    cond = F.lit(True)
+    for n in spec.names:
+        cond = cond & F.map_contains_key(F.col("_row"), F.lit(n))
+    return cond
+
+
+def _orphan(stored: Column, *, based: bool) -> Column:
+    """The folded row needs a stored row the table does not hold (no partial rows: module doc).
+
+    Only a row that is not complete needs one: an update (not reset) its key's stored row
+    (``stored``: the table holds it); a move (reset, ``_base_key`` set) its old key's,
+    ``_b_found`` (``based``: the store read it; otherwise, after a TRUNCATE in the batch,
+    the table holds no old row).
+    """
+    base_found = F.col("_b_found") if based else F.lit(False)
+    update = ~F.col("_reset") & ~stored
+    move = F.col("_reset") & F.col("_base_key").isNotNull() & ~base_found
+    return F.col("_exists") & ~F.col("_complete") & (update | move)
+
+
+def _report_kept_out(spec: TableSpec, orphans: DataFrame) -> int:
+    """Count the rows kept out (``_key``s), and say so in one line when there are any."""
+    row = orphans.agg(F.count(F.lit(1)).alias("n"), F.min("_key").alias("key")).collect()[0]
+    count = int(row["n"])
+    if count:
+        name = f"{spec.schema}.{spec.table}"
+        key = ", ".join(f"{c}={v}" for c, v in zip(spec.primary_key, row["key"], strict=True))
+        rows = "row" if count == 1 else "rows"
+        log.warning(
+            "walcast spark materialize: %s: %d %s kept out (first key %s): an update or key "
+            "move of a row the table does not hold left columns unsent (unchanged TOAST), so "
+            "their values are unknown; load the table (walcast snapshot --table %s) to fill "
+            "it in",
+            name,
+            count,
+            rows,
+            key,
+            name,
+        )
+    return count
 
 
 def apply_parquet(
@@ -263,12 +331,16 @@ def apply_parquet(
     changes: DataFrame,
     batch_id: int,
     order: Sequence[str] = LOG_ORDER,
-) -> None:
-    """Rewrite ``path``'s state with ``changes`` applied in ``order`` (once per batch)."""
+) -> int:
+    """Rewrite ``path``'s state with ``changes`` applied in ``order`` (once per batch).
+
+    Returns the number of rows kept out (no partial rows: module doc); 0 for a batch the
+    table already has.
+    """
     version = current_version(spark, path)
     name = _version_name(batch_id)
     if version is not None and version >= name:
-        return
+        return 0
     current = spark.read.parquet(f"{path}/{version}") if version else empty_table(spark, spec)
     for n, t in spec.columns:
         if n not in current.columns:
@@ -277,27 +349,45 @@ def apply_parquet(
     if truncated:
         current = empty_table(spark, spec)
     out_cols = spec.names + ([] if spec.primary_key else [ROW_KEY])
+    kept_out = 0
+    persisted: DataFrame | None = None
     if spec.primary_key:
         fold = fold_by_key(kept, spec.primary_key, order=order)
-        keyed = fold.rows.select("*", *typed_columns(spec, F.col("_row"), "_v_"))
-        if fold.moves and not truncated:
+        keyed = fold.rows.select(
+            "*", *typed_columns(spec, F.col("_row"), "_v_"), _complete(spec).alias("_complete")
+        )
+        based = fold.moves and not truncated
+        if based:
             keyed = _with_base(keyed, current, spec)
+        keyed = persisted = keyed.persist()
         cond = _key_matches(spec, "cur", F.col("_key"))
-        joined = keyed.alias("r").join(current.alias("cur"), cond, "left")
+        marked = current.select("*", F.lit(True).alias(FOUND))
+        joined = keyed.alias("r").join(marked.alias("cur"), cond, "left")
+        stored = F.coalesce(F.col(f"cur.{FOUND}"), F.lit(False))
+        orphan = _orphan(stored, based=based)
 
         def value(n: str) -> Column:
             sent = F.map_contains_key(F.col("_row"), F.lit(n))
-            if "_b_" + n in keyed.columns:
-                return (
+            if based:
+                changed = (
                     F.when(sent, F.col(f"_v_{n}"))
                     .when(F.col("_reset"), F.col(f"_b_{n}"))
                     .otherwise(F.col(f"cur.{n}"))
                 )
-            return F.when(F.col("_reset") | sent, F.col(f"_v_{n}")).otherwise(F.col(f"cur.{n}"))
+            else:
+                changed = F.when(F.col("_reset") | sent, F.col(f"_v_{n}")).otherwise(
+                    F.col(f"cur.{n}")
+                )
+            # kept out: a stored row at the key stays as it is
+            return F.when(orphan, F.col(f"cur.{n}")).otherwise(changed)
 
-        updated = joined.where(F.col("_exists")).select(*[value(n).alias(n) for n in spec.names])
+        updated = joined.where(F.col("_exists") & ~(orphan & ~stored)).select(
+            *[value(n).alias(n) for n in spec.names]
+        )
         untouched = current.alias("cur").join(keyed.alias("r"), cond, "left_anti")
         new_state = untouched.select(*out_cols).unionByName(updated.select(*out_cols))
+        # counted before the write: the write's switch deletes the version read here
+        kept_out = _report_kept_out(spec, joined.where(orphan).select("_key"))
     else:
         deltas = fold_multiset(kept)
         counts = current.groupBy(ROW_KEY).count()
@@ -315,6 +405,9 @@ def apply_parquet(
         new_state = untouched.select(*out_cols).unionByName(copies.select(*out_cols))
     new_state.write.mode("overwrite").parquet(f"{path}/{name}")
     _set_current(spark, path, name)
+    if persisted is not None:
+        persisted.unpersist()
+    return kept_out
 
 
 # ------------------------------------------------------------------ Delta
@@ -328,8 +421,11 @@ def apply_delta(
     batch_id: int,
     app_id: str,
     order: Sequence[str] = LOG_ORDER,
-) -> None:
-    """MERGE ``changes`` in ``order`` into the Delta table at ``path`` (once per batch id)."""
+) -> int:
+    """MERGE ``changes`` in ``order`` into the Delta table at ``path`` (once per batch id).
+
+    Returns the number of rows kept out (no partial rows: module doc).
+    """
     from delta.tables import DeltaTable  # noqa: PLC0415
 
     if not DeltaTable.isDeltaTable(spark, path):
@@ -347,18 +443,20 @@ def apply_delta(
         spark.conf.set("spark.databricks.delta.write.txnAppId", f"{app_id}:{step}")
         spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
 
+    kept_out = 0
     try:
         if truncated:
             txn("truncate")
             target.delete()
         txn("merge")
         if spec.primary_key:
-            _merge_by_key(target, spec, kept, truncated=truncated, order=order)
+            kept_out = _merge_by_key(target, spec, kept, truncated=truncated, order=order)
         else:
             _merge_multiset(spark, target, spec, kept)
     finally:
         spark.conf.unset("spark.databricks.delta.write.txnAppId")
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
+    return kept_out
 
 
 def _merge_by_key(
@@ -368,7 +466,8 @@ def _merge_by_key(
     *,
     truncated: bool = False,
     order: Sequence[str] = LOG_ORDER,
-) -> None:
+) -> int:
+    """One MERGE of the batch's fold; returns the rows kept out (no partial rows)."""
     fold = fold_by_key(changes, spec.primary_key, order=order)
     types = dict(spec.columns)
     keyed = fold.rows.select(
@@ -384,10 +483,28 @@ def _merge_by_key(
             F.map_contains_key(F.col("_row"), F.lit(n)).alias(f"_h_{i}")
             for i, (n, _) in enumerate(spec.columns)
         ],
+        "_key",
+        _complete(spec).alias("_complete"),
     )
     based = fold.moves and not truncated
     if based:
         keyed = _with_base(keyed, target.toDF(), spec)
+    keyed = keyed.persist()
+    # rows the table does not hold, read before the MERGE changes it
+    held = target.toDF().select(*spec.primary_key, F.lit(True).alias(FOUND))
+    candidates = keyed.where(F.col("_exists") & ~F.col("_complete"))
+    stored = F.coalesce(F.col(f"cur.{FOUND}"), F.lit(False))
+    kept_out = _report_kept_out(
+        spec,
+        candidates.alias("r")
+        .join(held.alias("cur"), _key_matches(spec, "cur", F.col("r._key")), "left")
+        .where(_orphan(stored, based=based))
+        .select("_key"),
+    )
+    # a move left without its old row: kept out, a row stored at its key stays as it is
+    moved_out = "(s._reset AND s._base_key IS NOT NULL AND NOT s._complete" + (
+        " AND NOT s._b_found)" if based else ")"
+    )
     cond = " AND ".join(f"t.`{c}` <=> s.`_k_{c}`" for c in spec.primary_key)
     if based:
         update = {
@@ -409,10 +526,16 @@ def _merge_by_key(
         target.alias("t")
         .merge(keyed.alias("s"), cond)
         .whenMatchedDelete(condition="NOT s._exists")
-        .whenMatchedUpdate(condition="s._exists", set=update)
-        .whenNotMatchedInsert(condition="s._exists", values=insert)
+        .whenMatchedUpdate(condition=f"s._exists AND NOT {moved_out}", set=update)
+        # an update of a row the table does not hold inserts only a complete row
+        .whenNotMatchedInsert(
+            condition=f"s._exists AND NOT {moved_out} AND (s._reset OR s._complete)",
+            values=insert,
+        )
         .execute()
     )
+    keyed.unpersist()
+    return kept_out
 
 
 def _merge_multiset(spark: SparkSession, target: Any, spec: TableSpec, changes: DataFrame) -> None:
