@@ -11,7 +11,7 @@ first; each slot's pgoutput messages are then read through
 
 Output: ``tests/data/pgoutput/<session>.bin.gz`` (gzip of records: ``>QI`` WAL start,
 length, then the message bytes) and ``sessions.json`` (the options of each). The fuzz test and
-bench/fuzz_pipeline.py read them with :mod:`tests.capture.fuzz.traffic`.
+bench/fuzz_pipeline.py read them with :mod:`bench.kit.fuzz`.
 
 Usage: eval "$(scripts/local-services start pg)"; python bench/fuzz_record.py
 """

@@ -94,9 +94,10 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon, confirmed_lsn, current_lsn
+from bench.kit.fold import Tables, fold_json
 from capture.replication.slots import source_identity
-from tests.support import kafka as k
-from tests.support.daemon import RunningDaemon, confirmed_lsn, current_lsn
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = "soak"
@@ -1067,105 +1068,6 @@ def _short(v: Any) -> str:
     return text_ if len(text_) <= 80 else f"{text_[:60]}…({len(text_)} chars)"
 
 
-# -- json: the consumer's fold -------------------------------------------------------------
-
-
-@dataclass
-class Folded:
-    keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = field(
-        default_factory=lambda: {t: {} for t, key in KEYS.items() if key is not None}
-    )
-    bags: dict[str, Counter[tuple[tuple[str, Any], ...]]] = field(
-        default_factory=lambda: {t: Counter() for t, key in KEYS.items() if key is None}
-    )
-    missing_toast: int = 0
-    negative: int = 0
-
-
-@dataclass
-class JsonFold:
-    sources: dict[str, Folded]
-    messages: int
-    replays: int
-
-
-def fold_json(records: list[k.Record]) -> JsonFold:
-    """The tables the json messages describe, per source, as a consumer folds them."""
-    kept: dict[str, list[tuple[int, int, k.Record]]] = {}
-    high: dict[tuple[str, str, int], tuple[int, int]] = {}
-    replays = 0
-    for record in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
-        source = record.headers.get("walcast.source", "")
-        lsn_text, ordinal = record.position
-        hi, lo = lsn_text.split("/")
-        position = ((int(hi, 16) << 32) + int(lo, 16), ordinal)
-        where = (source, record.topic, record.partition)
-        if where in high and position <= high[where]:
-            replays += 1
-            continue
-        high[where] = position
-        kept.setdefault(source, []).append((*position, record))
-    out: dict[str, Folded] = {}
-    for source, changes in kept.items():
-        state = out[source] = Folded()
-        changes.sort(key=lambda c: (c[0], c[1]))
-        for _, ordinal, record in changes:
-            _apply(state, orjson.loads(record.value), ordinal)
-    return JsonFold(out, len(records), replays)
-
-
-def _apply(state: Folded, m: dict[str, Any], ordinal: int) -> None:
-    table, op = m["table"], m["op"]
-    key = KEYS[table]
-    if op == "truncate":
-        if key is None:
-            state.bags[table].clear()
-        else:
-            state.keyed[table].clear()
-        return
-    if key is None:
-        bag = state.bags[table]
-        if op == "snapshot" and ordinal == 1:
-            bag.clear()
-        if m["before"] is not None and op in ("update", "delete"):
-            row = tuple(sorted(m["before"].items()))
-            bag[row] -= 1
-            if bag[row] < 0:
-                state.negative += 1
-            if bag[row] <= 0:
-                del bag[row]
-        if m["after"] is not None:
-            bag[tuple(sorted(m["after"].items()))] += 1
-        return
-    rows = state.keyed[table]
-    if op == "delete":
-        rows.pop(tuple(m["before"][c] for c in key), None)
-        return
-    after = m["after"]
-    new_key = tuple(after[c] for c in key)
-    previous = rows.get(new_key)
-    if op == "update" and m["before"] is not None:
-        previous = rows.pop(tuple(m["before"][c] for c in key), None)
-    image = dict(after)
-    for column in m.get("unchanged_toast") or ():
-        if previous is not None and column in previous:
-            image[column] = previous[column]
-        else:
-            image[column] = "<unchanged TOAST value never received>"
-            state.missing_toast += 1
-    rows[new_key] = image
-
-
-def folded_rows(state: Folded, table: str, columns: list[str]) -> list[tuple[Any, ...]]:
-    if KEYS[table] is None:
-        return [
-            tuple(dict(row).get(c) for c in columns)
-            for row, n in state.bags[table].items()
-            for _ in range(n)
-        ]
-    return [tuple(row.get(c) for c in columns) for row in state.keyed[table].values()]
-
-
 # -- the run -------------------------------------------------------------------------------
 
 
@@ -1432,20 +1334,21 @@ def _check_json(options: Options, databases: list[Database], prefix: str, report
     started = time.monotonic()
     records = k.read_all(options.bootstrap, _format_topics(options.bootstrap, prefix, "json"),
                          timeout=600)  # fmt: skip
-    folded = fold_json(records)
+    folded = fold_json(records, KEYS)
     result = report.formats["json"] = FormatResult()
     result.notes.append(f"{folded.messages:,} messages read, {folded.replays:,} replays dropped")
     for db in databases:
-        state = folded.sources.get(db.source_key, Folded())
+        state = folded.sources.get(db.source_key, Tables(KEYS))
         if state.missing_toast:
             result.notes.append(f"{db.label}: {state.missing_toast} unchanged TOAST values of "
                                 "rows not known yet (before their load chunk)")  # fmt: skip
-        if state.negative:
-            result.notes.append(f"{db.label}: {state.negative} keyless deletes of absent rows "
+        if state.absent_deletes:
+            result.notes.append(f"{db.label}: {state.absent_deletes} keyless deletes of absent "
+                                "rows "
                                 "(before the table's load)")  # fmt: skip
         for table in TABLES:
             expected = source_table(db.dsn, table)
-            got = folded_rows(state, table, expected.columns)
+            got = state.rows(table, expected.columns)
             _record(report, result, "json", db, table, expected, got)
     result.seconds = time.monotonic() - started
 

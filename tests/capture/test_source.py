@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.kit import wire
 from capture.events import ChangeEvent, LogicalMessageEvent, TransactionBegin, TransactionCommit
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.position import Checkpoint
@@ -15,7 +16,6 @@ from capture.relcache import RelationCache
 from capture.replication.protocol import Keepalive, XLogData
 from capture.source import ReplicationSource
 from capture.transactions import TransactionAssembler
-from tests.support import wire
 
 REL = wire.relation(16384, "public", "t", [(1, "id", 23, -1), (0, "v", 25, -1)])
 

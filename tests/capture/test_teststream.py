@@ -430,7 +430,7 @@ def test_normalized_change_schema_is_valid_and_fits_generated_changes() -> None:
 
 @pytest.mark.integration
 def test_produce_test_stream_to_kafka(kafka_bootstrap: str) -> None:
-    from tests.support import kafka as k  # noqa: PLC0415
+    from bench.kit import kafka as k  # noqa: PLC0415
     from tests.support.scenario import walcast  # noqa: PLC0415
 
     prefix = f"pts_{uuid.uuid4().hex[:8]}"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.kit import wire
 from capture.errors import DecodeError, UnknownRelationError
 from capture.events import ChangeEvent, Op, StreamItem, TransactionBegin, TransactionCommit
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.relcache import RelationCache
 from capture.transactions import ProtocolStateError, TransactionAssembler
-from tests.support import wire
 
 REL = wire.relation(10, "public", "t", [(1, "id", 23, -1), (0, "v", 25, -1)])
 REL2 = wire.relation(11, "public", "u", [(1, "k", 25, -1)])

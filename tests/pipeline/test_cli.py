@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import kafka as k
+from bench.kit import kafka as k
 from tests.support import scenario as sc
 
 pytestmark = pytest.mark.integration

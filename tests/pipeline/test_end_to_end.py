@@ -42,13 +42,13 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from capture.replication.slots import source_identity
 from pipeline.materialize import ROW_KEY, MaterializeJob, read_table
 from pipeline.normalize import NormalizeJob
 from pipeline.quarantine import QUARANTINE
-from tests.support import kafka as k
 from tests.support import scenario as sc
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
 
 pytestmark = pytest.mark.integration
 

@@ -26,12 +26,12 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from psycopg import sql
 
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from capture.replication.slots import source_identity
 from pipeline.materialize import MaterializeJob, read_table
 from pipeline.normalize import NormalizeJob
-from tests.support import kafka as k
 from tests.support import scenario as sc
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
 
 pytestmark = pytest.mark.integration
 

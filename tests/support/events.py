@@ -13,11 +13,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Mapping, Sequence
 
+from bench.kit import wire
 from capture.events import ChangeEvent, Image, Op, Table
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.pgoutput.messages import UNCHANGED_TOAST, ReplicaIdentity, TupleData, UnchangedToast
 from capture.relcache import RelationCache
-from tests.support import wire
 
 TYPE_OIDS = {
     "bool": 16, "bytea": 17, "int8": 20, "int2": 21, "int4": 23, "text": 25, "json": 114,

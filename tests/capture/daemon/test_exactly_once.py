@@ -34,6 +34,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from bench.kit.daemon import RunningDaemon, confirmed_lsn, current_lsn, wait_caught_up
 from capture.formats.ibm_records import split_records
 from capture.lsn import format_lsn, parse_lsn
 from capture.replication.slots import source_identity
@@ -41,7 +42,6 @@ from capture.sinks.kafka_eos import CRASH_AFTER_COMMITS_ENV, CRASH_EXIT_CODE
 from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, read_offset
 from tests.capture.sinks.committed_reader import read
 from tests.support import scenario as sc
-from tests.support.daemon import RunningDaemon, confirmed_lsn, current_lsn, wait_caught_up
 
 pytestmark = pytest.mark.integration
 SERVICES = sc.REPO / "scripts" / "local-services"

@@ -35,6 +35,7 @@ primaries (default 0.3 s); ``WALCAST_FAILOVER_KEEP=1`` keeps the data dirs and l
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -52,8 +53,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
+from bench.kit.fold import Change, Tables, drop_replays
 from tests.support import failover as fo
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
 
 pytestmark = pytest.mark.integration
 
@@ -138,6 +140,7 @@ class Writer:
 
 @dataclass
 class Message:
+    topic: str
     partition: int
     offset: int
     timestamp_ms: int
@@ -189,7 +192,8 @@ def read_topic(
                 raise RuntimeError(message.error().str())
             found.append(
                 Message(
-                    message.partition(), message.offset(), message.timestamp()[1],
+                    message.topic(), message.partition(), message.offset(),
+                    message.timestamp()[1],
                     {k: v.decode() for k, v in (message.headers() or []) if v is not None},
                     orjson.loads(message.value()),
                 )
@@ -243,26 +247,22 @@ class Figures:
 def fold(
     messages: list[Message],
 ) -> tuple[dict[str, dict[str, Any]], list[Message], dict[str, set[tuple[str, int]]]]:
-    """What a consumer keeps: per partition drop replayed positions, then apply by key.
+    """What a consumer keeps (:mod:`bench.kit.fold`: per partition, a position not above
+    the last one kept is a replay and is dropped), then applied by key.
 
-    Returns the rows, the replays dropped, and each key's distinct positions.
+    Returns the rows (by ``id`` as text), the replays dropped, and each key's distinct
+    positions over every message, replays included (a copy under another position counts
+    even where a consumer drops it).
     """
-    rows: dict[str, dict[str, Any]] = {}
-    seen: set[tuple[int, str, int]] = set()
-    replays: list[Message] = []
+    kept, replays = drop_replays(messages)
+    tables = Tables({"t": ("id",)})
+    for message in kept:
+        change = Change.from_json(message.value, message.position[1])
+        tables.apply(dataclasses.replace(change, table="t"))
+    rows = {str(key[0]): row for key, row in tables.keyed["t"].items()}
     positions: dict[str, set[tuple[str, int]]] = defaultdict(set)
-    for message in sorted(messages, key=lambda m: (m.partition, m.offset)):
-        where = (message.partition, *message.position)
-        if where in seen:
-            replays.append(message)
-            continue
-        seen.add(where)
+    for message in messages:
         positions[message.key].add(message.position)
-        op = message.value["op"]
-        if op == "delete":
-            rows.pop(message.key, None)
-        else:
-            rows[message.key] = message.value["after"]
     return rows, replays, positions
 
 

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from bench.kit.daemon import current_lsn, wait_caught_up
 from tests.capture.daemon.test_frozen_network import BOUNDS
 from tests.capture.daemon.test_network_faults import (
     Case,
@@ -28,7 +29,6 @@ from tests.capture.daemon.test_network_faults import (
     _wait_for,
 )
 from tests.support import scenario as sc
-from tests.support.daemon import current_lsn, wait_caught_up
 from tests.support.relay import FaultRelay, Link
 
 pytestmark = pytest.mark.integration

@@ -27,13 +27,13 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from tests.capture.daemon.test_network_faults import (
     Case,
     _free_port,
     _health,
     _wait_for,
 )
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
 from tests.support.relay import FaultRelay, Link
 
 pytestmark = pytest.mark.integration

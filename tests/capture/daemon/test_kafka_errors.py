@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.support.daemon import RunningDaemon, confirmed_lsn
+from bench.kit.daemon import RunningDaemon, confirmed_lsn
 from tests.support.scenario import drop_slot, walcast
 
 pytestmark = pytest.mark.integration

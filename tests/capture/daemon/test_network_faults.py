@@ -29,9 +29,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support import kafka as k
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from tests.support import scenario as sc
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
 from tests.support.proxy import CuttableProxy
 
 pytestmark = pytest.mark.integration

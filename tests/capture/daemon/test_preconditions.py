@@ -32,8 +32,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support import kafka as k
-from tests.support.daemon import RunningDaemon
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon
 from tests.support.scenario import REPO, drop_slot, walcast
 
 pytestmark = pytest.mark.integration

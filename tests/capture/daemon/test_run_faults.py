@@ -22,9 +22,9 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from tests.support import kafka as k
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon, confirmed_lsn, current_lsn, wait_caught_up
 from tests.support import scenario as sc
-from tests.support.daemon import RunningDaemon, confirmed_lsn, current_lsn, wait_caught_up
 
 pytestmark = pytest.mark.integration
 SERVICES = sc.REPO / "scripts" / "local-services"

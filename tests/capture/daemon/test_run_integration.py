@@ -18,14 +18,14 @@ import psycopg
 import pytest
 from fastavro import parse_schema, schemaless_reader
 
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from capture.formats import FORMAT_NAMES
 from capture.formats.ibm import HEADER_FIELDS
 from capture.formats.ibm_records import split_records
 from capture.lsn import parse_lsn
-from tests.support import kafka as k
 from tests.support import scenario as sc
 from tests.support import test_decoding
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
 
 pytestmark = pytest.mark.integration
 SCHEMAS = sc.REPO / "schemas"

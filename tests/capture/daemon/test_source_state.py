@@ -22,13 +22,13 @@ import psycopg
 import pytest
 from confluent_kafka import Producer
 
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon
 from capture.identity import SourceIdentity
 from capture.replication.slots import source_identity
 from capture.sinks.offsets import OffsetRecord, read_offset
 from capture.snapshot.progress import KafkaProgress, TableProgress
-from tests.support import kafka as k
 from tests.support import scenario as sc
-from tests.support.daemon import RunningDaemon
 
 pytestmark = pytest.mark.integration
 

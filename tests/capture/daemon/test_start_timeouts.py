@@ -28,7 +28,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from tests.support.scenario import drop_slot, walcast
 
 pytestmark = pytest.mark.integration

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from capture.daemon.runner import SHUTDOWN_FLUSH_TIMEOUT
 from tests.capture.daemon.test_frozen_network import BOUNDS
 from tests.capture.daemon.test_network_faults import (
@@ -43,7 +44,6 @@ from tests.capture.daemon.test_network_faults import (
     _own_kafka,
     _wait_for,
 )
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
 from tests.support.scenario import walcast
 
 pytestmark = pytest.mark.integration

@@ -14,6 +14,7 @@ import jsonschema
 import orjson
 import pytest
 
+from bench.kit import wire
 from capture.events import ChangeEvent, Image, Op
 from capture.formats import parse_settings
 from capture.formats._common import row_key
@@ -22,7 +23,6 @@ from capture.formats.canal import CanalEncoder, declared_type, utc_wall_clock
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.pgoutput.messages import UNCHANGED_TOAST, TupleData
 from capture.relcache import RelationCache
-from tests.support import wire
 from tests.support.events import event, make_table, table_with
 from tests.support.formats import encode_transaction, orders_tables
 

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.kit.kafka import read_all
 from capture.errors import ConfigError
 from capture.events import (
     ChangeEvent,
@@ -42,7 +43,6 @@ from capture.pgoutput.messages import UNCHANGED_TOAST
 from capture.synthetic import generate
 from capture.teststream import produce
 from tests.support.events import commit_ts, event, keyed_table
-from tests.support.kafka import read_all
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "formats" / "ibm"
 WHEN = dt.datetime(2024, 5, 2, 18, 17, 29, 123456, tzinfo=dt.UTC)

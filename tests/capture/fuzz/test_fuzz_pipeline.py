@@ -1,6 +1,6 @@
 """Mutated real pgoutput traffic through the whole pipeline: only walcast errors come out.
 
-See :mod:`tests.capture.fuzz.harness`. ``WALCAST_FUZZ_SEED`` picks another seed (the
+See :mod:`bench.kit.fuzz`. ``WALCAST_FUZZ_SEED`` picks another seed (the
 default is fixed so that a CI failure can be replayed); bench/fuzz_pipeline.py runs 1M+.
 """
 
@@ -10,8 +10,7 @@ import os
 
 import pytest
 
-from capture.events import ChangeEvent
-from tests.capture.fuzz.harness import (
+from bench.kit.fuzz import (
     FORMAT_NAMES,
     Unit,
     _Encoders,
@@ -21,6 +20,7 @@ from tests.capture.fuzz.harness import (
     run_episode,
     whole,
 )
+from capture.events import ChangeEvent
 
 SESSIONS = load_sessions()
 MUTATED_MESSAGES = 100_000

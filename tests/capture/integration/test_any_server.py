@@ -40,8 +40,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from tests.support import kafka as k
-from tests.support.daemon import RunningDaemon
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon
 from tests.support.failover import Node, free_port, pg_os_user
 from tests.support.scenario import REPO, walcast
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bench.kit import wire
 from tests.capture.integration.fake_walsender import FakeWalsender
 from tests.support import scenario as sc
-from tests.support import wire
 
 pytestmark = pytest.mark.integration
 SERVICES = sc.REPO / "scripts" / "local-services"

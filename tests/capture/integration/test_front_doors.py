@@ -17,8 +17,8 @@ import orjson
 import psycopg
 import pytest
 
-from tests.support import kafka as k
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from tests.support.scenario import drop_slot, walcast
 
 pytestmark = pytest.mark.integration

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.kit import wire
 from capture.errors import DecodeError
 from capture.pgoutput.decoder import MIN_VERSION_FOR, PgOutputDecoder
 from capture.pgoutput.messages import (
@@ -35,7 +36,6 @@ from capture.pgoutput.messages import (
     Type,
     Update,
 )
-from tests.support import wire
 
 VERSIONS = (1, 2, 3, 4)
 

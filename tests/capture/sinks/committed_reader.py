@@ -7,7 +7,7 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from tests.support.kafka import Record
+from bench.kit.kafka import Record
 
 
 def read(

@@ -7,6 +7,7 @@ import uuid
 import orjson
 import pytest
 
+from bench.kit import kafka as k
 from capture.events import ChangeEvent, Op
 from capture.formats import encoder_for, parse_settings
 from capture.formats.base import FormatOptions
@@ -17,7 +18,6 @@ from capture.sinks.topics import (
     format_templates,
 )
 from capture.synthetic import generate
-from tests.support import kafka as k
 from tests.support.scenario import walcast
 
 

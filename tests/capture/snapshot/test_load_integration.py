@@ -17,7 +17,6 @@ import random
 import threading
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any, Self
 
@@ -25,9 +24,10 @@ import orjson
 import psycopg
 import pytest
 
-from tests.support import kafka as k
+from bench.kit import kafka as k
+from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
+from bench.kit.fold import fold_json
 from tests.support import scenario as sc
-from tests.support.daemon import RunningDaemon, current_lsn, wait_caught_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.core]
 
@@ -161,49 +161,17 @@ class Writer:
 
 
 def fold(records: list[k.Record]) -> dict[str, Any]:
-    """The tables the json messages describe, in topic order, as a consumer folds them.
+    """The tables the json messages describe, as a consumer folds them (:mod:`bench.kit.fold`).
 
-    The consumer contract (README): a message whose (commit LSN, ordinal) was seen is a
-    replay and is dropped; the first row of a load chunk of a keyless table (ordinal 1)
-    starts that table over, since the chunk holds the whole table.
+    The consumer contract (README): per source and partition, a position not above the
+    last one seen is a replay and is dropped; the first row of a load chunk of a keyless
+    table (ordinal 1) starts that table over, since the chunk holds the whole table.
     """
-    keyed: dict[str, dict[tuple[str, ...], dict[str, Any]]] = {t: {} for t in KEYS}
-    bag: Counter[tuple[Any, ...]] = Counter()
-    seen: set[tuple[str, int]] = set()
-    for record in records:
-        if record.position in seen:
-            continue
-        seen.add(record.position)
-        m = orjson.loads(record.value)
-        table, op = m["table"], m["op"]
-        if table == "bag":
-            if op == "snapshot" and record.position[1] == 1:
-                bag.clear()
-            if m["before"] is not None:
-                bag[tuple(m["before"][c] for c in COLUMNS["bag"])] -= 1
-            if m["after"] is not None:
-                bag[tuple(m["after"][c] for c in COLUMNS["bag"])] += 1
-            continue
-        state, key = keyed[table], KEYS[table]
-        if op == "delete":
-            state.pop(tuple(m["before"][c] for c in key), None)
-            continue
-        after = m["after"]
-        new_key = tuple(after[c] for c in key)
-        previous = state.get(new_key)
-        if op == "update" and m["before"] is not None:
-            previous = state.pop(tuple(m["before"][c] for c in key), None)
-        row = dict(after)
-        for column in m["unchanged_toast"]:
-            row[column] = previous[column] if previous is not None else "<missing>"
-        state[new_key] = row
-    out: dict[str, Any] = {
-        t: sorted(tuple(r[c] for c in COLUMNS[t]) for r in rows.values())
-        for t, rows in keyed.items()
-    }
-    out["bag"] = sorted(b for b, n in bag.items() for _ in range(n))
-    assert all(n >= 0 for n in bag.values())
-    return out
+    folded = fold_json(records, {**KEYS, "bag": None})
+    assert len(folded.sources) == 1, sorted(folded.sources)
+    (tables,) = folded.sources.values()
+    assert not tables.below_zero(), f"rows removed more often than added: {tables.below_zero()}"
+    return {t: sorted(tables.rows(t, COLUMNS[t])) for t in COLUMNS}
 
 
 def _explain(table: str, got: list[Any], want: list[Any], records: list[k.Record]) -> str:

@@ -44,9 +44,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from bench.kit.fold import Change, Tables
 from capture.assembly import primary_key_resolver
 from capture.errors import ConnectionLostError, WalcastError
-from capture.events import ChangeEvent, Image, LogicalMessageEvent, Op, TransactionCommit
+from capture.events import ChangeEvent, LogicalMessageEvent, TransactionCommit
 from capture.replication.side import SideConnection
 from capture.snapshot import LoadingSource, LoadSettings, MemoryProgress, record_initial_load
 from capture.snapshot.chunks import Chunk
@@ -318,32 +319,15 @@ def load(
     return items
 
 
-def _row(image: Image) -> tuple[Any, ...]:
-    return tuple(image.text(i) for i in range(len(image.tuple.values)))
-
-
 def fold(items: list[Any]) -> dict[str, list[tuple[Any, ...]]]:
-    """The tables as a consumer folds the yielded changes, in order."""
-    keyed: dict[Any, tuple[Any, ...]] = {}
-    bag: Counter[tuple[Any, ...]] = Counter()
+    """The tables as a consumer folds the yielded changes, in order (:mod:`bench.kit.fold`;
+    before its load, the bag may go below zero: its load row with ordinal 1 starts it over)."""
+    tables = Tables({"k": ("id",), "bag": None})
     for item in items:
-        if not isinstance(item, ChangeEvent):
-            continue
-        before, after = item.before, item.after
-        if item.table.name == "bag":
-            if item.op is Op.SNAPSHOT and item.ordinal == 1:
-                bag.clear()  # a keyless table's load holds the whole table
-            if before is not None:  # (before its load, the bag may go below zero)
-                bag[_row(before)] -= 1
-            if after is not None:
-                bag[_row(after)] += 1
-            continue
-        if before is not None:  # a delete, or an update that moved the key
-            keyed.pop(before.text(0), None)
-        if after is not None:
-            keyed[after.text(0)] = _row(after)
-    assert all(n >= 0 for n in bag.values()), f"rows removed more often than added: {bag}"
-    return {"k": sorted(keyed.values()), "bag": sorted(bag.elements())}
+        if isinstance(item, ChangeEvent):
+            tables.apply(Change.from_event(item))
+    assert not tables.below_zero(), f"rows removed more often than added: {tables.below_zero()}"
+    return {t: sorted(tables.rows(t, COLUMNS[t])) for t in COLUMNS}
 
 
 def selected(published: Published) -> dict[str, list[tuple[Any, ...]]]:

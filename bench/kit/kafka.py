@@ -65,7 +65,7 @@ def read_all(bootstrap: str, names: list[str], *, timeout: float = 60) -> list[R
                 continue
             where = (message.topic(), message.partition())
             if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
+                if message.error().code() == KafkaError._PARTITION_EOF:  # noqa: SLF001
                     if message.offset() >= ends[where]:
                         done.add(where)
                     continue

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.kit import wire
 from capture.consistency import explain
 from capture.errors import WalcastError
 from capture.events import ChangeEvent, LogicalMessageEvent, TransactionBegin, TransactionCommit
@@ -68,9 +69,8 @@ from capture.split import split_key_update
 from capture.transactions import TransactionAssembler
 from capture.types import TypeRegistry
 from capture.types.facts import TypeFacts
-from tests.support import wire
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "pgoutput"
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "pgoutput"
 _RECORD = struct.Struct(">QI")
 MAX_UNIT = 24
 """Units longer than this keep their first and last messages only (row messages dropped)."""
@@ -555,9 +555,9 @@ def _primed(unit: Unit) -> RelationCache:
             if isinstance(message, Relation):
                 pristine.apply_relation(message)
     types = TypeRegistry()
-    types._codecs = dict(pristine.types._codecs)
-    types._unknown = dict(pristine.types._unknown)
-    types._unresolved_arrays = set(pristine.types._unresolved_arrays)
+    types._codecs = dict(pristine.types._codecs)  # noqa: SLF001
+    types._unknown = dict(pristine.types._unknown)  # noqa: SLF001
+    types._unresolved_arrays = set(pristine.types._unresolved_arrays)  # noqa: SLF001
     relations = _relation_cache(unit, types)
     relations.tables_by_id.update(pristine.tables_by_id)
     relations.rows_by_id.update(pristine.rows_by_id)
