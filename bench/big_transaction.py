@@ -30,7 +30,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import psycopg
+
+from bench.kit.figures import Recorder, add_json_option
 
 REPO = Path(__file__).resolve().parent.parent
 FORMATS = ("json", "canal", "shareplex", "dataworks", "qlik", "ibm", "dts-avro")
@@ -73,7 +77,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--streaming", default="on,off")
+    add_json_option(parser)
     args = parser.parse_args()
+    recorder = Recorder("big_transaction", args)
     dsn = os.environ["WALCAST_TEST_DSN"]
     formats = [f for f in args.formats.split(",") if f]
     modes = [m for m in args.streaming.split(",") if m]
@@ -136,6 +142,17 @@ def main() -> int:
         print(_row(run) + ("  ok" if ok else f"  OVER {GOAL_MIB:.0f} MiB or failed"))
         if run.exit_code != 0:
             print(f"    exit {run.exit_code}: {run.error[-300:]}")
+    recorder.write({
+        "goal_mib": GOAL_MIB,
+        "runs": [
+            {
+                "label": run.label, "streaming": run.streaming, "rows": run.rows,
+                "seconds": run.seconds, "peak_mib": run.peak_mib, "exit_code": run.exit_code,
+                "rows_per_s": run.rows / run.seconds if run.seconds else None,
+            }
+            for run in results
+        ],
+    })  # fmt: skip
     return 1 if failed else 0
 
 

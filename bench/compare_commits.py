@@ -36,6 +36,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.kit.figures import Recorder, add_json_option, commit
+
 REPO = Path(__file__).resolve().parent.parent
 RATIO = re.compile(r"^ratio at-least-once/pg_recvlogical: ([0-9.]+)$", re.MULTILINE)
 RATE = re.compile(r"^walcast run at-least-once:\s+([0-9.]+) s\s+([0-9,]+) rows/s", re.MULTILINE)
@@ -98,12 +102,15 @@ def main() -> int:
     parser.add_argument("--rows-per-txn", type=int, default=1000)
     parser.add_argument("--format", default="json")
     parser.add_argument("--keep", action="store_true", help="keep the worktrees made")
+    add_json_option(parser)
     args = parser.parse_args()
+    recorder = Recorder("compare_commits", args)
     for variable in ("WALCAST_TEST_DSN", "WALCAST_TEST_KAFKA"):
         if variable not in os.environ:
             sys.exit(f'{variable} is not set: eval "$(scripts/local-services start all)"')
     scratch = Path(tempfile.mkdtemp(prefix="walcast-compare-"))
     sides = [resolve(args.a, scratch), resolve(args.b, scratch)]
+    commits = {subject.name: commit(subject.path) for subject in sides}
     try:
         for subject in sides:  # byte-compile first: the first run must not pay for it
             subprocess.run(
@@ -141,6 +148,17 @@ def main() -> int:
         listed = ", ".join(f"{r:.3f}" for r in subject.ratios)
         print(f"{subject.name}: median ratio {statistics.median(subject.ratios):.3f} ({listed})")
     print(f"difference B - A: {b - a:+.3f} ({b / a:.2f}x)")
+    recorder.write({
+        "sides": [
+            {
+                "name": subject.name, "commit": commits[subject.name],
+                "ratios": subject.ratios, "median_ratio": statistics.median(subject.ratios),
+            }
+            for subject in sides
+        ],
+        "difference": b - a,
+        "b_over_a": b / a,
+    })  # fmt: skip
     return 0
 
 

@@ -42,8 +42,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import psycopg
 from confluent_kafka.admin import AdminClient
+
+from bench.kit.figures import Recorder, add_json_option, commit
 
 REPO = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -175,7 +179,9 @@ def main() -> int:
         action="store_true",
         help="count instructions under valgrind (load-independent; about 50x slower)",
     )
+    add_json_option(parser)
     args = parser.parse_args()
+    recorder = Recorder("cpu_per_change", args)
     unit = "instr/change" if args.callgrind else "µs/change"
     args.dsn = os.environ["WALCAST_TEST_DSN"]
     args.bootstrap = os.environ["WALCAST_TEST_KAFKA"]
@@ -254,6 +260,18 @@ def main() -> int:
             f"{statistics.median(checkout.process):21.2f}   "
             f"(rounds: {', '.join(f'{m:.2f}' for m in checkout.main)})"
         )
+    recorder.write({
+        "unit": "instructions per change" if args.callgrind else "microseconds per change",
+        "checkouts": [
+            {
+                "label": checkout.label, "commit": commit(checkout.path),
+                "main": checkout.main, "process": checkout.process, "big_run_wall_s": checkout.wall,
+                "median_main": statistics.median(checkout.main),
+                "median_process": statistics.median(checkout.process),
+            }
+            for checkout in checkouts
+        ],
+    })  # fmt: skip
     return 0
 
 

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import orjson
 
+from bench.kit.figures import Recorder, add_json_option
 from capture.events import ChangeEvent, StreamItem
 from capture.formats import FORMAT_NAMES, encoder_for
 from capture.synthetic import format_options, generate
@@ -87,7 +88,10 @@ def main() -> int:
     parser.add_argument(
         "--format", action="append", choices=FORMAT_NAMES, help="only these formats"
     )
+    add_json_option(parser)
     args = parser.parse_args()
+    recorder = Recorder("encode_formats", args)
+    formats: dict[str, object] = {}
 
     start = time.perf_counter()
     items = list(generate(args.count, args.seed, args.tables))
@@ -112,15 +116,27 @@ def main() -> int:
             elapsed, cpu, messages, size = bench(name, items, changes)
         except ImportError as exc:
             print(f"{name:<10} not available ({exc})")
+            formats[name] = {"error": f"not available: {exc}"}
             continue
         except Exception as exc:  # noqa: BLE001 - report the broken format, bench the others
             print(f"{name:<10} FAILED: {type(exc).__name__}: {exc}")
+            formats[name] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
         print(
             f"{name:<10} {changes / elapsed:>10,.0f} {elapsed / changes * 1e6:>7.2f} "
             f"{changes / cpu:>11,.0f} {changes / cpu / ref_rate:>6.2f} {messages:>10,} "
             f"{size / elapsed / 1e6:>6.1f}"
         )
+        formats[name] = {
+            "rows_per_s": changes / elapsed, "us_per_row": elapsed / changes * 1e6,
+            "rows_per_cpu_s": changes / cpu, "x_reference": changes / cpu / ref_rate,
+            "messages": messages, "mb_per_s": size / elapsed / 1e6,
+        }  # fmt: skip
+    recorder.write({
+        "changes": changes,
+        "reference": {"rows_per_s": changes / ref_wall, "rows_per_cpu_s": ref_rate},
+        "formats": formats,
+    })  # fmt: skip
     return 0
 
 

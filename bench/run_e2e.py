@@ -46,9 +46,13 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import orjson
 import psycopg
 from confluent_kafka import Consumer
+
+from bench.kit.figures import Recorder, add_json_option
 
 REPO = Path(__file__).resolve().parent.parent
 MODES = {"at-least-once": [], "exactly-once": ["--exactly-once"]}
@@ -197,8 +201,10 @@ def main() -> int:
     )
     parser.add_argument("--modes", default=",".join(MODES), help="delivery modes to run")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency step")
+    add_json_option(parser)
     args = parser.parse_args()
     checkout = args.checkout.resolve()
+    recorder = Recorder("run_e2e", args, repo=checkout)
     modes = args.modes.split(",")
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
@@ -312,6 +318,22 @@ def main() -> int:
                 f"latency {run.mode} at {offered:,.0f} rows/s offered ({received}/{sent} "
                 f"received): p50 {p50:.1f} ms, p99 {p99:.1f} ms (commit → read_committed consumer)"
             )
+    figures: dict[str, object] = {
+        "pg_recvlogical": {"seconds": recv, "rows_per_s": args.rows / recv},
+    }
+    for run in runs:
+        mode: dict[str, object] = {
+            "seconds": run.seconds, "rows_per_s": args.rows / run.seconds,
+            "ratio_to_pg_recvlogical": recv / run.seconds,
+        }  # fmt: skip
+        if run.latencies is not None:
+            p50, p99, received, sent, offered = run.latencies
+            mode["latency"] = {
+                "p50_ms": p50, "p99_ms": p99, "received": received, "sent": sent,
+                "offered_rows_per_s": offered,
+            }  # fmt: skip
+        figures[run.mode] = mode
+    recorder.write(figures)
     return 0
 
 

@@ -34,7 +34,11 @@ import time
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import psycopg
+
+from bench.kit.figures import Recorder, add_json_option
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -183,7 +187,11 @@ def main() -> int:
         help="messages of the bare-producer ceiling run (0: skip it)",
     )
     parser.add_argument("--profile", metavar="DIR", help="record each load with py-spy into DIR")
+    add_json_option(parser)
     args = parser.parse_args()
+    recorder = Recorder("snapshot", args)
+    loads: list[dict[str, float]] = []
+    figures: dict[str, object] = {"loads": loads}
     if "WALCAST_TEST_DSN" not in os.environ or "WALCAST_TEST_KAFKA" not in os.environ:
         sys.exit('start the services first: eval "$(scripts/local-services start all)"')
     dsn = os.environ["WALCAST_TEST_DSN"]
@@ -203,6 +211,7 @@ def main() -> int:
         reference = copy_rate(dsn, table, args.rows)
         print(f"rows: {args.rows:,}, format {args.format}, chunks of {args.chunk_rows:,}")
         print(f"COPY TO STDOUT (psycopg, discarded): {reference:12,.0f} rows/s")
+        figures["copy_rows_per_s"] = reference
         if args.ceiling_messages:
             value = (
                 b'{"op":"snapshot","table":"public.bench","after":{"id":"2500000","v":"value '
@@ -215,6 +224,7 @@ def main() -> int:
                 f"Kafka ceiling (bare producer, {len(value)}-byte messages, confirmed): "
                 f"{ceiling:10,.0f} msgs/s ratio {ceiling / reference:.2f}"
             )
+            figures["kafka_ceiling_msgs_per_s"] = ceiling
         for workers in (int(w) for w in args.workers.split(",")):
             rate, retained = walcast_rate(args, dsn, table, workers)
             versus = f"   {rate / ceiling:.2f}x the Kafka ceiling" if args.ceiling_messages else ""
@@ -223,9 +233,14 @@ def main() -> int:
                 f"{rate:10,.0f} rows/s   ratio {rate / reference:.2f}{versus}   "
                 f"peak WAL retained {retained / 2**20:.1f} MiB"
             )
+            loads.append({
+                "workers": workers, "rows_per_s": rate, "ratio_to_copy": rate / reference,
+                "peak_wal_retained_bytes": retained,
+            })  # fmt: skip
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"DROP TABLE {table}")
+    recorder.write(figures)
     return 0
 
 

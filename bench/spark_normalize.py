@@ -477,9 +477,13 @@ def main() -> int:
     parser.add_argument("--stores", default="")
     parser.add_argument("--daemon-rows", type=int, default=300_000)
     parser.add_argument("--event-log", help="a directory: Spark's event log of every job")
+    from bench.kit.figures import Recorder, add_json_option  # noqa: PLC0415
+
+    add_json_option(parser)
     args = parser.parse_args()
     if args.child:
         return child(json.loads(args.child))
+    recorder = Recorder("spark_normalize", args)
     bootstrap = kafka_bootstrap(args.bootstrap)
     formats = args.formats.split(",")
     stores = [s for s in args.stores.split(",") if s]
@@ -589,6 +593,7 @@ def main() -> int:
         cells += [f"{steady_rate / rate:.2f}" if steady_rate and rate else "-"]
         cells += [f"{r[f'materialize_{store}_rows_per_s']:,}" for store in stores]
         print(" | ".join(cells))
+    recorder.write({"formats": results, "daemon_rows_per_s": daemon})
     return 0
 
 

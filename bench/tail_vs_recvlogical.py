@@ -7,7 +7,7 @@ consumer drains its slot to /dev/null while we time it. Prints rows/s for both a
 ratio walcast / pg_recvlogical.
 
 Usage: eval "$(scripts/local-services start pg)"; python bench/tail_vs_recvlogical.py
-       [--rows 1000000] [--rows-per-txn 1000] [--binary]
+       [--rows 1000000] [--rows-per-txn 1000] [--binary] [--json PATH]
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ import time
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import psycopg
+
+from bench.kit.figures import Recorder, add_json_option
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,7 +34,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rows-per-txn", type=int, default=1000)
     parser.add_argument("--binary", action="store_true")
+    add_json_option(parser)
     args = parser.parse_args()
+    recorder = Recorder("tail_vs_recvlogical", args)
     dsn = os.environ["WALCAST_TEST_DSN"]
     pg_bin = Path(os.environ.get("WALCAST_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
     tag = uuid.uuid4().hex[:6]
@@ -84,6 +90,11 @@ def main() -> int:
     print(f"pg_recvlogical:  {recv:7.2f} s  {rate_recv:10,.0f} rows/s")
     print(f"walcast tail:    {ours:7.2f} s  {rate_ours:10,.0f} rows/s")
     print(f"ratio walcast/pg_recvlogical: {rate_ours / rate_recv:.2f}")
+    recorder.write({
+        "pg_recvlogical": {"seconds": recv, "rows_per_s": rate_recv},
+        "walcast_tail": {"seconds": ours, "rows_per_s": rate_ours},
+        "ratio": rate_ours / rate_recv,
+    })  # fmt: skip
     return 0
 
 
