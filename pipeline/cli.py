@@ -1,4 +1,4 @@
-"""``walcast spark normalize …`` / ``walcast spark materialize …``.
+"""``walcast spark normalize …`` / ``walcast spark materialize …`` / ``walcast spark show …``.
 
 :func:`add_parser` registers the ``spark`` subcommand on the ``walcast`` CLI (the lead
 wires it into ``capture/cli.py``); each sub-subcommand sets ``func`` to a function of
@@ -93,9 +93,17 @@ The tables are Delta Lake tables (one MERGE per table and batch) when
 delta-spark and its jar are installed, else Parquet; --delta or --parquet
 chooses. Column types come from the layouts walcast publishes on Kafka (with
 --bootstrap-servers), else from the changes; --text keeps every column as
-PostgreSQL's text. An --input directory that does not exist (exit 2) or no
-broker answering within --kafka-timeout seconds (exit 4) is one line, before
-Spark starts."""
+PostgreSQL's text. Every row ends with the commit LSN, commit time and
+operation of the change that last wrote it (_walcast_commit_lsn, …).
+
+--history (Delta Lake) also keeps, per table, one row per version of each
+source row in <schema>/_walcast_history/<table> (valid from/to commit LSN
+and time), which walcast spark show --as-of-lsn reads; --change-data-feed
+turns Delta's Change Data Feed on for the tables. An --input directory that
+does not exist, or
+--history or --change-data-feed with --parquet (exit 2), or no broker
+answering within --kafka-timeout seconds (exit 4) is one line, before Spark
+starts."""
 """What ``walcast spark materialize --help`` says."""
 
 MATERIALIZE_EXAMPLES: Final = (
@@ -107,6 +115,27 @@ MATERIALIZE_EXAMPLES: Final = (
         "walcast spark materialize --input /data/changes --output /data/tables \\\n"
         "    --checkpoint /data/ckpt/materialize --parquet \\\n"
         "    --bootstrap-servers localhost:9092"
+    ),
+    (
+        "walcast spark materialize --input /data/changes --output /data/tables \\\n"
+        "    --checkpoint /data/ckpt/materialize --delta --history --change-data-feed"
+    ),
+)
+
+SHOW_DESCRIPTION: Final = """\
+Print a table materialized by walcast spark materialize, one JSON object per
+row on standard output (timestamps in UTC): as it is now, or with
+--as-of-lsn / --as-of-time as the source had it then, read from the table's
+history (materialize --delta --history). A point before the table's first
+change or after its last one, a malformed LSN or time, or a table without a
+history is one line naming what exists (exit 2)."""
+"""What ``walcast spark show --help`` says."""
+
+SHOW_EXAMPLES: Final = (
+    "walcast spark show --tables /data/tables --table shop.orders --as-of-lsn 0/16B3748",
+    (
+        "walcast spark show --tables /data/tables --table shop.orders \\\n"
+        "    --as-of-time 2026-11-29T06:30:00Z"
     ),
 )
 
@@ -327,7 +356,72 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="read at most N files of the change table per batch (default: no limit)",
     )
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="also keep each table's history, one row per version of each source row, "
+        "in <schema>/_walcast_history/<table> (Delta Lake only; default: current state "
+        "only)",
+    )
+    parser.add_argument(
+        "--history-columns",
+        metavar="COL[,COL...]",
+        help="with --history: only a change of these columns opens a new version, the "
+        "others update the open one in place (default: every column)",
+    )
+    parser.add_argument(
+        "--change-data-feed",
+        action="store_true",
+        help="turn Delta's Change Data Feed on for the state tables "
+        "(delta.enableChangeDataFeed; Delta Lake only; default: off)",
+    )
     _common(parser)
+
+
+def add_show_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``show``."""
+    parser.add_argument(
+        "--tables",
+        required=True,
+        metavar="DIR",
+        help="root directory of the tables: the --output of walcast spark materialize (required)",
+    )
+    parser.add_argument(
+        "--table",
+        required=True,
+        metavar="SCHEMA.TABLE",
+        help="the source table to show (required)",
+    )
+    parser.add_argument(
+        "--source",
+        metavar="SYSTEMID/DATABASE/SLOT",
+        help="which source's copy, when several sources have the table (default: the one)",
+    )
+    point = parser.add_mutually_exclusive_group()
+    point.add_argument(
+        "--as-of-lsn",
+        metavar="X/Y",
+        help="the table as of this LSN: every transaction committed at or before it (default: now)",
+    )
+    point.add_argument(
+        "--as-of-time",
+        metavar="TIME",
+        help="the table as of the last commit at or before this ISO 8601 time, UTC when "
+        "no zone is given (default: now)",
+    )
+    parser.add_argument(
+        "--master",
+        default=None,
+        metavar="URL",
+        help="Spark master (default local[2])",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark setting, e.g. spark.driver.memory=4g (repeatable; default: none)",
+    )
 
 
 def session_from_args(
@@ -423,8 +517,23 @@ def normalize_job(args: argparse.Namespace) -> NormalizeJob:
 
 def materialize_job(args: argparse.Namespace) -> MaterializeJob:
     """The materialize job the arguments describe (the CLI's and spark-submit's mapping)."""
+    from pipeline.history import PARQUET_REFUSAL  # noqa: PLC0415
     from pipeline.materialize import MaterializeJob  # noqa: PLC0415
 
+    if args.history and args.delta is False:
+        raise ConfigError(PARQUET_REFUSAL, hint="drop --parquet (Delta Lake is then required)")
+    if args.change_data_feed and args.delta is False:
+        raise ConfigError(
+            "--change-data-feed is Delta Lake's: Parquet tables have no change feed",
+            hint="drop --parquet",
+        )
+    columns = None
+    if args.history_columns is not None:
+        if not args.history:
+            raise ConfigError("--history-columns needs --history")
+        columns = tuple(c.strip() for c in args.history_columns.split(",") if c.strip())
+        if not columns:
+            raise ConfigError("--history-columns: name at least one column")
     return MaterializeJob(
         **_job_kwargs(args),
         normalized=args.input,
@@ -432,6 +541,9 @@ def materialize_job(args: argparse.Namespace) -> MaterializeJob:
         use_delta=args.delta,
         typed=not args.text,
         max_files_per_trigger=args.max_files_per_trigger,
+        history=args.history,
+        history_columns=columns,
+        change_data_feed=args.change_data_feed,
     )
 
 
@@ -477,8 +589,31 @@ def run_materialize(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_show(args: argparse.Namespace) -> int:
+    """Print a materialized table (now, or as of an LSN or a time) as JSON lines."""
+    from pipeline.asof import parse_as_of_lsn, parse_as_of_time  # noqa: PLC0415
+
+    schema, dot, table = args.table.partition(".")
+    if not dot or not schema or not table:
+        raise ConfigError(f"--table {args.table!r}: expected SCHEMA.TABLE, e.g. public.orders")
+    lsn = parse_as_of_lsn(args.as_of_lsn) if args.as_of_lsn is not None else None
+    when = parse_as_of_time(args.as_of_time) if args.as_of_time is not None else None
+    local = args.tables.removeprefix("file://")
+    if "://" not in local and not Path(local).is_dir():
+        raise ConfigError(
+            f"--tables {args.tables}: no such directory",
+            hint="give the --output of walcast spark materialize",
+        )
+    quiet_python_loggers()
+    spark = session_from_args(args, "walcast-show")
+    from pipeline.show import print_table  # noqa: PLC0415
+
+    print_table(spark, args.tables, schema, table, args.source, as_of_lsn=lsn, as_of_time=when)
+    return 0
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``spark normalize`` and ``spark materialize``."""
+    """Register ``spark normalize``, ``spark materialize`` and ``spark show``."""
     spark = add_command(
         subparsers,
         "spark",
@@ -505,3 +640,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     add_materialize_arguments(materialize)
     materialize.set_defaults(func=run_materialize)
+    show = add_command(
+        jobs,
+        "show",
+        "print a materialized table, now or as of an LSN or a time (JSON lines)",
+        SHOW_DESCRIPTION,
+        SHOW_EXAMPLES,
+    )
+    add_show_arguments(show)
+    show.set_defaults(func=run_show)

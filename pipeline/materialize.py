@@ -27,6 +27,11 @@ exactly once). Per micro-batch and per source table:
    as Parquet into a new version directory and ``_CURRENT`` is switched to it
    (:func:`read_table` reads it), skipped when the table already has the batch.
 
+Every row carries the change that last wrote it (:mod:`pipeline.lineage`). With
+``history``, each keyed table's versions also go to its history table
+(:mod:`pipeline.history`, Delta only, after the state table's MERGE of the batch); with
+``change_data_feed``, Delta's Change Data Feed is on for the state tables.
+
 Columns are typed with :mod:`pipeline.pgtypes` from the table's layout record (latest
 version on the layout topic) or, without one, from the changes' ``column_types``; the
 primary key from the layout or the changes. Restart safety: Spark's checkpoint replays an
@@ -43,7 +48,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,13 +56,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from capture.errors import WalcastError
+from capture.errors import ConfigError, WalcastError
 from capture.identity import SourceIdentity
 from pipeline import preflight
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
+from pipeline.history import PARQUET_REFUSAL, HistoryOrderError, apply_history
 from pipeline.layouts import latest_layouts, layout_topic_name, read_layouts, warn_sourceless
-from pipeline.model import NORMALIZED, order_columns
+from pipeline.model import LOG_ORDER, NORMALIZED, order_columns
 from pipeline.normalize import rate_text
 from pipeline.session import session_uses_delta
 from pipeline.stores import (
@@ -93,15 +99,25 @@ def apply_batch(
     use_delta: bool | None = None,
     typed: bool = True,
     app_id: str = "walcast-materialize",
+    history: bool = False,
+    history_columns: Sequence[str] | None = None,
+    change_data_feed: bool = False,
+    without_history: set[str] | None = None,
 ) -> dict[str, int]:
     """Apply one batch of normalized changes to the state tables.
 
     Each source's tables are kept apart (:func:`~pipeline.stores.table_path`), typed with
     that source's layouts only. Returns the tables' names → the number of changes applied
     to each, in name order: ``schema.table``, or ``database/schema.table`` when the batch
-    holds changes of several sources.
+    holds changes of several sources. With ``history`` (Delta only: ConfigError
+    otherwise), each keyed table's history is updated too (``history_columns``: the
+    tracked columns); the names of tables left without one (no primary key) are added to
+    ``without_history``.
     """
     delta = session_uses_delta(spark) if use_delta is None else use_delta
+    if (history or change_data_feed) and not delta:
+        what = PARQUET_REFUSAL if history else "--change-data-feed needs Delta Lake tables"
+        raise ConfigError(what, hint="install delta-spark (pip install 'walcast[spark]')")
     by_table: dict[tuple[str | None, str, str], Any] = {}
     if layouts is not None:
         for row in latest_layouts(layouts).collect():
@@ -119,6 +135,14 @@ def apply_batch(
         name: order_columns(count, positioned[name], _label(*name, several=several))
         for name, count in counts.items()
     }
+    unplaced = [name for name, order in orders.items() if order != LOG_ORDER]
+    if history and unplaced:
+        raise HistoryOrderError(
+            f"{_label(*unplaced[0], several=several)}: --history orders versions by commit "
+            "LSN, and these changes carry none (a Debezium connector's own topics are "
+            "applied in Kafka order)",
+            hint="materialize them without --history, or from walcast's topics",
+        )
     done: dict[str, int] = {}
     for (source, schema, table), count in sorted(counts.items(), key=_by_name):
         order = orders[(source, schema, table)]
@@ -134,11 +158,21 @@ def apply_batch(
             else spec_from_changes(part, schema, table, typed=typed)
         )
         path = table_path(state_root, schema, table, source)
+        label = _label(source, schema, table, several=several)
         if delta:
-            apply_delta(spark, path, spec, part, batch_id, f"{app_id}:{path}", order)
+            apply_delta(
+                spark, path, spec, part, batch_id, f"{app_id}:{path}", order,
+                change_data_feed=change_data_feed,
+            )  # fmt: skip
         else:
             apply_parquet(spark, path, spec, part, batch_id, order)
-        done[_label(source, schema, table, several=several)] = count
+        kept = history and apply_history(
+            spark, path, spec, part, batch_id, f"{app_id}:{path}", order, history_columns,
+            label=label,
+        )  # fmt: skip
+        if history and not kept and without_history is not None:
+            without_history.add(label)
+        done[label] = count
     return done
 
 
@@ -188,6 +222,12 @@ class MaterializeJob:
     query_name: str | None = None
     kafka_timeout: float = 30.0
     """How long the start (and each batch's layout read) waits for a broker to answer."""
+    history: bool = False
+    """Keep each keyed table's history too (:mod:`pipeline.history`; Delta only)."""
+    history_columns: tuple[str, ...] | None = None
+    """The tracked columns of the histories (None: every column)."""
+    change_data_feed: bool = False
+    """Turn Delta's Change Data Feed on for the state tables."""
     report: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
     """Where the per-batch lines and the summary go."""
     applied: dict[str, int] = field(default_factory=dict)
@@ -195,6 +235,8 @@ class MaterializeJob:
     totals: MaterializeTotals = field(default_factory=MaterializeTotals, init=False)
     failure: WalcastError | None = field(default=None, init=False)
     """The job's own error, raised inside a batch (Spark wraps it)."""
+    warned: set[str] = field(default_factory=set, init=False)
+    """Tables already said to have no history."""
     cluster_topics: set[str] | None = field(default=None, init=False)
     """The cluster's topics, once :meth:`check` asked (before any Spark session)."""
 
@@ -215,6 +257,14 @@ class MaterializeJob:
         """Start the streaming query (returns at once)."""
         spark.conf.set("spark.sql.ansi.enabled", "false")
         spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+        delta = session_uses_delta(spark) if self.use_delta is None else self.use_delta
+        if (self.history or self.change_data_feed) and not delta:
+            flag = "--history" if self.history else "--change-data-feed"
+            raise ConfigError(
+                f"{flag} needs Delta Lake tables, and this session has no Delta Lake",
+                hint="install delta-spark (pip install 'walcast[spark]') or drop " + flag,
+            )
+        without_history: set[str] = set()
         layout_topic = self.layout_topic_name
         if layout_topic is not None and layout_topic not in self.check():
             self.report(
@@ -247,12 +297,22 @@ class MaterializeJob:
                     use_delta=self.use_delta,
                     typed=self.typed,
                     app_id=f"walcast-materialize:{self.checkpoint}",
+                    history=self.history,
+                    history_columns=self.history_columns,
+                    change_data_feed=self.change_data_feed,
+                    without_history=without_history,
                 )
             except WalcastError as exc:
                 self.failure = exc
                 raise
             finally:
                 changes.unpersist()
+            for name in sorted(without_history - self.warned):
+                self.report(
+                    f"walcast spark materialize: {name} has no primary key: no history is "
+                    "kept for it (its current table is)"
+                )
+            self.warned |= without_history
             count = sum(self.applied.values())
             totals.add(self.applied)
             self.report(

@@ -10,6 +10,11 @@ changes' ``column_types``) and primary key. Two stores apply a batch's fold
   directory and ``_CURRENT`` is switched to it (:func:`read_table` reads it); a batch the
   table already has is skipped.
 
+Every stored row ends with the change that last wrote it (``_walcast_commit_lsn``,
+``_walcast_commit_time``, ``_walcast_op``: :mod:`pipeline.lineage`, added by
+:func:`stored_spec`). With ``change_data_feed``, :func:`apply_delta` turns Delta's Change
+Data Feed on for the table (``delta.enableChangeDataFeed``) before writing it.
+
 **No partial rows** (issue 36's orphan rule). A row the fold leaves to be completed from
 the table (an update whose change did not send every column, e.g. unchanged TOAST, a
 Debezium key move's placeholder, or a format that sends changed columns only; or a key
@@ -31,6 +36,7 @@ kept out rather than stored with a NULL PostgreSQL may not hold (the column's de
 # (PySpark idioms: `functions as F`, `F.lit(True)`)
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import re
@@ -43,6 +49,7 @@ from pyspark.sql import functions as F
 
 from capture.state.identity import SourceIdentity
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, without_truncated
+from pipeline.lineage import LINEAGE_COLUMNS, LINEAGE_NAMES, multiset_lineage, with_lineage
 from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text, spark_type
 
@@ -64,6 +71,19 @@ class TableSpec:
     def names(self) -> list[str]:
         """Column names in order."""
         return [n for n, _ in self.columns]
+
+
+def stored_spec(spec: TableSpec) -> TableSpec:
+    """The spec of the stored table: the source's columns, then the lineage columns."""
+    names = set(spec.names)
+    extra = tuple(c for c in LINEAGE_COLUMNS if c[0] not in names)
+    return TableSpec(spec.schema, spec.table, spec.columns + extra, spec.primary_key)
+
+
+def source_spec(spec: TableSpec) -> TableSpec:
+    """The spec without the lineage columns (what the changes' images carry)."""
+    columns = tuple(c for c in spec.columns if c[0] not in LINEAGE_NAMES)
+    return TableSpec(spec.schema, spec.table, columns, spec.primary_key)
 
 
 def spec_from_layout(layout: Any, *, typed: bool = True) -> TableSpec:
@@ -219,13 +239,28 @@ def table_paths(spark: SparkSession, root: str, schema: str, table: str) -> list
 
 
 def read_table(
-    spark: SparkSession, root: str, schema: str, table: str, source: str | None = None
+    spark: SparkSession,
+    root: str,
+    schema: str,
+    table: str,
+    source: str | None = None,
+    *,
+    as_of_lsn: int | str | None = None,
+    as_of_time: dt.datetime | str | None = None,
 ) -> DataFrame:
     """The current state of ``schema.table`` (Delta or Parquet), as written by materialize.
 
     ``source`` (``<system identifier>/<database>/<slot>``) picks a source's copy; without
     it, the table must exist for one source only (a ValueError names the copies).
+    ``as_of_lsn`` (a number or ``X/Y``) or ``as_of_time`` reads the table as the source had
+    it then, from its history (:func:`pipeline.asof.read_table_as_of`).
     """
+    if as_of_lsn is not None or as_of_time is not None:
+        from pipeline.asof import read_table_as_of  # noqa: PLC0415 - asof imports this module
+
+        return read_table_as_of(
+            spark, root, schema, table, source, as_of_lsn=as_of_lsn, as_of_time=as_of_time
+        )
     if source is not None:
         path = table_path(root, schema, table, source)
     else:
@@ -341,6 +376,7 @@ def apply_parquet(
     name = _version_name(batch_id)
     if version is not None and version >= name:
         return 0
+    base, spec = source_spec(spec), stored_spec(spec)
     current = spark.read.parquet(f"{path}/{version}") if version else empty_table(spark, spec)
     for n, t in spec.columns:
         if n not in current.columns:
@@ -352,7 +388,7 @@ def apply_parquet(
     kept_out = 0
     persisted: DataFrame | None = None
     if spec.primary_key:
-        fold = fold_by_key(kept, spec.primary_key, order=order)
+        fold = fold_by_key(with_lineage(kept), spec.primary_key, order=order)
         keyed = fold.rows.select(
             "*", *typed_columns(spec, F.col("_row"), "_v_"), _complete(spec).alias("_complete")
         )
@@ -391,16 +427,25 @@ def apply_parquet(
     else:
         deltas = fold_multiset(kept)
         counts = current.groupBy(ROW_KEY).count()
-        affected = deltas.join(counts, deltas["_row_key"] == counts[ROW_KEY], "left").select(
-            "_row_key",
-            "_row",
-            F.greatest(F.coalesce(F.col("count"), F.lit(0)) + F.col("_delta"), F.lit(0)).alias("n"),
-        )
-        copies = affected.select(
-            F.explode(F.array_repeat(F.struct("_row", "_row_key"), F.col("n").cast("int"))).alias(
-                "x"
+        affected = (
+            deltas.join(counts, deltas["_row_key"] == counts[ROW_KEY], "left")
+            .select(
+                "_row_key",
+                "_row",
+                F.greatest(F.coalesce(F.col("count"), F.lit(0)) + F.col("_delta"), F.lit(0)).alias(
+                    "n"
+                ),
             )
-        ).select(*typed_columns(spec, F.col("x._row")), F.col("x._row_key").alias(ROW_KEY))
+            .join(multiset_lineage(kept, order), "_row_key", "left")
+        )
+        copy = F.struct("_row", "_row_key", *LINEAGE_NAMES)
+        copies = affected.select(
+            F.explode(F.array_repeat(copy, F.col("n").cast("int"))).alias("x")
+        ).select(
+            *typed_columns(base, F.col("x._row")),
+            *[F.col(f"x.{n}").alias(n) for n in LINEAGE_NAMES],
+            F.col("x._row_key").alias(ROW_KEY),
+        )
         untouched = current.join(deltas, current[ROW_KEY] == deltas["_row_key"], "left_anti")
         new_state = untouched.select(*out_cols).unionByName(copies.select(*out_cols))
     new_state.write.mode("overwrite").parquet(f"{path}/{name}")
@@ -421,13 +466,17 @@ def apply_delta(
     batch_id: int,
     app_id: str,
     order: Sequence[str] = LOG_ORDER,
+    *,
+    change_data_feed: bool = False,
 ) -> int:
     """MERGE ``changes`` in ``order`` into the Delta table at ``path`` (once per batch id).
 
-    Returns the number of rows kept out (no partial rows: module doc).
+    Returns the number of rows kept out (no partial rows: module doc). With
+    ``change_data_feed``, the table's Change Data Feed is turned on first.
     """
     from delta.tables import DeltaTable  # noqa: PLC0415
 
+    base, spec = source_spec(spec), stored_spec(spec)
     if not DeltaTable.isDeltaTable(spark, path):
         empty_table(spark, spec).write.format("delta").mode("ignore").save(path)
     target = DeltaTable.forPath(spark, path)
@@ -437,6 +486,8 @@ def apply_delta(
         cols = ", ".join(f"`{n}` {t}" for n, t in missing)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
         target = DeltaTable.forPath(spark, path)
+    if change_data_feed:
+        _enable_change_data_feed(spark, target, path)
     kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
 
     def txn(step: str) -> None:
@@ -450,9 +501,11 @@ def apply_delta(
             target.delete()
         txn("merge")
         if spec.primary_key:
-            kept_out = _merge_by_key(target, spec, kept, truncated=truncated, order=order)
+            kept_out = _merge_by_key(
+                target, spec, with_lineage(kept), truncated=truncated, order=order
+            )
         else:
-            _merge_multiset(spark, target, spec, kept)
+            _merge_multiset(spark, target, base, kept, order)
     finally:
         spark.conf.unset("spark.databricks.delta.write.txnAppId")
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
@@ -538,7 +591,28 @@ def _merge_by_key(
     return kept_out
 
 
-def _merge_multiset(spark: SparkSession, target: Any, spec: TableSpec, changes: DataFrame) -> None:
+CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+"""The Delta table property of the Change Data Feed."""
+
+
+def _enable_change_data_feed(spark: SparkSession, target: Any, path: str) -> None:
+    """Turn the table's Change Data Feed on, unless it is (the feed starts at that version)."""
+    properties = target.detail().select("properties").first()[0] or {}
+    if properties.get(CHANGE_DATA_FEED) != "true":
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({CHANGE_DATA_FEED} = true)")
+
+
+def _merge_multiset(
+    spark: SparkSession,
+    target: Any,
+    spec: TableSpec,
+    changes: DataFrame,
+    order: Sequence[str] = LOG_ORDER,
+) -> None:
+    """MERGE a keyless table's batch (``spec``: the source's columns, no lineage ones).
+
+    The lineage columns come from :func:`~pipeline.lineage.multiset_lineage`.
+    """
     deltas = fold_multiset(changes).persist()
     current = target.toDF()
     counts = (
@@ -546,27 +620,34 @@ def _merge_multiset(spark: SparkSession, target: Any, spec: TableSpec, changes: 
         .groupBy(ROW_KEY)
         .count()
     )
-    affected = deltas.join(counts, deltas["_row_key"] == counts[ROW_KEY], "left").select(
-        "_row_key",
-        "_row",
-        F.greatest(F.coalesce(F.col("count"), F.lit(0)) + F.col("_delta"), F.lit(0)).alias("n"),
+    affected = (
+        deltas.join(counts, deltas["_row_key"] == counts[ROW_KEY], "left")
+        .select(
+            "_row_key",
+            "_row",
+            F.greatest(F.coalesce(F.col("count"), F.lit(0)) + F.col("_delta"), F.lit(0)).alias("n"),
+        )
+        .join(multiset_lineage(changes, order), "_row_key", "left")
     )
     old = affected.select(
         F.lit("old").alias("_kind"),
         F.col("_row_key").alias("_match"),
         *typed_columns(spec, F.lit(None).cast("map<string,string>")),
+        *[F.lit(None).cast(t).alias(n) for n, t in LINEAGE_COLUMNS],
         F.col("_row_key").alias(ROW_KEY),
     )
+    copy = F.struct("_row", "_row_key", *LINEAGE_NAMES)
     new = affected.select(
-        F.explode(F.array_repeat(F.struct("_row", "_row_key"), F.col("n").cast("int"))).alias("x")
+        F.explode(F.array_repeat(copy, F.col("n").cast("int"))).alias("x")
     ).select(
         F.lit("new").alias("_kind"),
         F.lit(None).cast("string").alias("_match"),
         *typed_columns(spec, F.col("x._row")),
+        *[F.col(f"x.{n}").alias(n) for n in LINEAGE_NAMES],
         F.col("x._row_key").alias(ROW_KEY),
     )
     source = old.unionByName(new)
-    values = {f"`{n}`": f"s.`{n}`" for n in [*spec.names, ROW_KEY]}
+    values = {f"`{n}`": f"s.`{n}`" for n in [*spec.names, *LINEAGE_NAMES, ROW_KEY]}
     (
         target.alias("t")
         .merge(source.alias("s"), f"s._kind = 'old' AND t.`{ROW_KEY}` = s._match")

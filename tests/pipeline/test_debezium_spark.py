@@ -32,6 +32,7 @@ from confluent_kafka import Producer
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from pipeline.lineage import LINEAGE_NAMES
 from pipeline.materialize import MaterializeJob, read_table
 from pipeline.normalize import NormalizeJob
 from tests.support import scenario as sc
@@ -224,7 +225,7 @@ def source_rows(dsn: str, table: str) -> tuple[list[str], Counter]:
 
 
 def materialized(spark, state: str, table: str, columns: list[str], floats: set[str]) -> Counter:
-    frame = read_table(spark, state, SCHEMA, table).drop("_walcast_row_key")
+    frame = read_table(spark, state, SCHEMA, table).drop("_walcast_row_key", *LINEAGE_NAMES)
     assert sorted(frame.columns) == sorted(columns), table
     return Counter(
         tuple(_number(row[c]) if c in floats and row[c] is not None else row[c] for c in columns)

@@ -45,6 +45,7 @@ from psycopg.conninfo import make_conninfo
 from bench.kit import kafka as k
 from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from capture.replication.slots import source_identity
+from pipeline.lineage import LINEAGE_NAMES
 from pipeline.materialize import ROW_KEY, MaterializeJob, read_table
 from pipeline.normalize import NormalizeJob
 from pipeline.quarantine import QUARANTINE
@@ -259,7 +260,7 @@ def materialized_rows(
     spark, root: str, table: str, columns: list[str], floats: set[int], source: str
 ) -> Counter:
     frame = read_table(spark, root, SCHEMA, table, source=source)
-    extra = [ROW_KEY] if table in KEYLESS else []
+    extra = [*LINEAGE_NAMES, *([ROW_KEY] if table in KEYLESS else [])]
     assert sorted(frame.columns) == sorted(columns + extra), (source, table)
     rows = [tuple(row[c] for c in columns) for row in frame.collect()]
     return Counter(_numeric_floats(rows, floats))

@@ -29,6 +29,7 @@ from psycopg import sql
 from bench.kit import kafka as k
 from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from capture.replication.slots import source_identity
+from pipeline.lineage import LINEAGE_NAMES
 from pipeline.materialize import MaterializeJob, read_table
 from pipeline.normalize import NormalizeJob
 from tests.support import scenario as sc
@@ -178,7 +179,7 @@ def test_materialized_tables_equal_the_source(
     for table in TABLES:
         columns, expected = source_rows(pg_dsn, published.schema, table)
         frame = read_table(spark, state, published.schema, table, source=published.source)
-        assert sorted(frame.columns) == sorted(columns), table
+        assert sorted(frame.columns) == sorted([*columns, *LINEAGE_NAMES]), table
         got = Counter(tuple(row[c] for c in columns) for row in frame.collect())
         if got != expected:
             wrong[table] = (_short(expected - got), _short(got - expected))

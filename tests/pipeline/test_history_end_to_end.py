@@ -1,0 +1,228 @@
+"""History and as-of reads end to end: PostgreSQL → ``walcast run`` → Kafka → normalize →
+``materialize --history`` → ``read_table(as_of_lsn=…)`` and ``walcast spark show``.
+
+One table (``walcast_e2e.hist``, a TOASTed ``body`` stored out of line) in a database of
+its own, streamed by one daemon in walcast's json format. The workload: a row updated three
+times in one transaction, key changes whose TOASTed body is not sent (one of them twice in
+one transaction), a delete and a re-insert, a delete and re-insert in one transaction.
+After each transaction ``SELECT *`` and ``pg_current_wal_lsn()`` are recorded; the history
+read back as of each recorded LSN must equal what PostgreSQL held then, and the current
+table ``SELECT *`` at the end. The CLI cases are run as a user runs them (a subprocess,
+one ``walcast: error:`` line each).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from capture.lsn import parse_lsn
+from pipeline.history import read_history
+from pipeline.lineage import LINEAGE_NAMES
+from pipeline.materialize import MaterializeJob, read_table
+from pipeline.normalize import NormalizeJob
+from pipeline.stores import table_paths
+from tests.pipeline.test_cli import assert_one_line_error
+from tests.pipeline.test_end_to_end import (
+    SCHEMA,
+    RunningDaemon,
+    _daemon_args,
+    _wait_for,
+    current_lsn,
+    source_rows,
+    wait_caught_up,
+)
+from tests.support import scenario as sc
+
+pytestmark = pytest.mark.integration
+
+TABLE = "hist"
+WORKLOAD = (
+    (
+        "INSERT INTO hist VALUES (1, 1, 'one', repeat('a', 5000)), "
+        "(2, 1, 'two', repeat('b', 5000)), (3, 1, 'three', NULL), (4, 1, 'four', NULL), "
+        "(5, 1, 'five', repeat('e', 5000))"
+    ),
+    # one row updated three times, another's key changed twice, in one transaction
+    (
+        "BEGIN; UPDATE hist SET v = 2 WHERE id = 1; UPDATE hist SET v = 3 WHERE id = 1; "
+        "UPDATE hist SET v = 4, note = 'uno' WHERE id = 1; UPDATE hist SET id = 20 WHERE id = 2; "
+        "UPDATE hist SET id = 21, v = 7 WHERE id = 20; COMMIT"
+    ),
+    "DELETE FROM hist WHERE id = 3",
+    (
+        "BEGIN; INSERT INTO hist VALUES (3, 9, 'again', NULL); "
+        "UPDATE hist SET id = 50 WHERE id = 5; COMMIT"
+    ),
+    (
+        "BEGIN; DELETE FROM hist WHERE id = 4; INSERT INTO hist VALUES (4, 2, 'new four', NULL); "
+        "UPDATE hist SET note = 'moved' WHERE id = 50; COMMIT"
+    ),
+)
+"""Each statement one transaction; a moment is recorded after each."""
+SENTINEL = "UPDATE hist SET v = 100 WHERE id = 1"
+"""A last change after the last moment: the history's range then covers every moment."""
+
+
+@dataclass(frozen=True)
+class Moment:
+    lsn: str
+    """``pg_current_wal_lsn()`` right after a transaction committed."""
+    rows: Counter
+
+
+@dataclass(frozen=True)
+class Run:
+    dsn: str
+    columns: list[str]
+    moments: list[Moment]
+    final: Counter
+    state: str
+    changes: str
+
+
+def wal_lsn(dsn: str) -> str:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return str(conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0])
+
+
+@pytest.fixture(scope="module")
+def run(pg_dsn: str, kafka_bootstrap: str, spark, tmp_path_factory: pytest.TempPathFactory):
+    tag = uuid.uuid4().hex[:8]
+    database, slot, pub, prefix = (f"walcast_hist_{tag}", f"hist_{tag}", f"hist_{tag}", f"h_{tag}")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    dsn = make_conninfo(pg_dsn, dbname=database)
+    work = tmp_path_factory.mktemp("history")
+    config = work / "outputs.toml"
+    config.write_text(
+        f'[[outputs]]\nformat = "json"\ntopic = "{prefix}.json.{{schema}}.{{table}}"\n'
+        f'transaction_topic = "{prefix}.json"\n'
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {SCHEMA}")
+        conn.execute(
+            f"CREATE TABLE {SCHEMA}.{TABLE} (id int PRIMARY KEY, v int, note text, body text)"
+        )
+        conn.execute(f"ALTER TABLE {SCHEMA}.{TABLE} ALTER body SET STORAGE EXTERNAL")
+        conn.execute(f"CREATE PUBLICATION {pub} FOR TABLES IN SCHEMA {SCHEMA}")
+    daemon = RunningDaemon(
+        *_daemon_args(dsn, slot, pub, kafka_bootstrap, prefix, config), log_path=work / "run.log"
+    )
+    moments: list[Moment] = []
+    try:
+        _wait_for(daemon, "snapshot_table_done", 1)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"SET search_path = {SCHEMA}")
+            for statement in WORKLOAD:
+                conn.execute(statement)
+                columns, _, rows = source_rows(dsn, TABLE)
+                moments.append(Moment(wal_lsn(dsn), rows))
+            conn.execute(SENTINEL)
+        wait_caught_up(dsn, slot, current_lsn(dsn), daemon)
+        assert daemon.stop() == 0, daemon.log()[-3000:]
+    finally:
+        if daemon.process.poll() is None:
+            daemon.kill()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            sc.drop_slot(conn, slot)
+    _, _, final = source_rows(dsn, TABLE)
+    changes, state = str(work / "changes"), str(work / "state")
+    NormalizeJob(
+        bootstrap=kafka_bootstrap, topics=[f"{prefix}.json.{SCHEMA}.{TABLE}"], format="json",
+        output=changes, checkpoint=str(work / "normalize-ckpt"),
+        layout_topic=prefix + ".schemas", available_now=True,
+    ).run(spark)  # fmt: skip
+    MaterializeJob(
+        normalized=changes, state=state, checkpoint=str(work / "materialize-ckpt"),
+        bootstrap=kafka_bootstrap, layout_topic=prefix + ".schemas", typed=False,
+        use_delta=True, history=True, available_now=True,
+    ).run(spark)  # fmt: skip
+    yield Run(dsn, columns, moments, final, state, changes)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+def rows_of(frame, columns: list[str]) -> Counter:
+    assert sorted(c for c in frame.columns if c not in LINEAGE_NAMES) == sorted(columns)
+    return Counter(tuple(row[c] for c in columns) for row in frame.collect())
+
+
+def test_history_as_of_each_recorded_lsn_equals_postgres(run: Run, spark) -> None:
+    assert len(run.moments) == len(WORKLOAD)
+    for i, moment in enumerate(run.moments):
+        frame = read_table(spark, run.state, SCHEMA, TABLE, as_of_lsn=moment.lsn)
+        assert rows_of(frame, run.columns) == moment.rows, (i, moment.lsn)
+    assert rows_of(read_table(spark, run.state, SCHEMA, TABLE), run.columns) == run.final
+    (path,) = table_paths(spark, run.state, SCHEMA, TABLE)  # the history is not a table
+    history = read_history(spark, path)
+    assert history is not None
+    per_key = Counter(r["id"] for r in history.collect())
+    # 1: insert, the transaction of three updates, the sentinel; 2 and 20 never visible
+    # after their transaction; 21 opened by the double key change; 3 and 4 twice
+    assert per_key == Counter({"1": 3, "2": 1, "21": 1, "3": 2, "4": 2, "5": 1, "50": 2})
+
+
+def show(run: Run, *args: str, timeout: float = 300):
+    return sc.walcast(
+        "spark", "show", "--tables", run.state, "--table", f"{SCHEMA}.{TABLE}", *args,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def test_show_as_of_lsn_prints_the_source_then(run: Run) -> None:
+    moment = run.moments[2]
+    done = show(run, "--as-of-lsn", moment.lsn)
+    assert done.returncode == 0, done.stderr
+    printed = [json.loads(line) for line in done.stdout.splitlines()]
+    got = Counter(tuple(r[c] for c in run.columns) for r in printed)
+    assert got == moment.rows
+    assert done.stderr.strip().endswith(f"as of {moment.lsn}: {len(printed)} rows"), done.stderr
+
+
+def test_show_outside_the_history_is_one_line_naming_the_range(run: Run) -> None:
+    first = parse_lsn(run.moments[0].lsn)
+    for lsn in ("0/10", "FFFF/0"):
+        done = show(run, "--as-of-lsn", lsn)
+        assert done.returncode == 2
+        assert_one_line_error(done, f"--as-of-lsn {lsn}", f"{SCHEMA}.{TABLE}'s history covers")
+        low = done.stderr.split("covers ")[1].split(" to ")[0]
+        assert parse_lsn(low) <= first
+
+
+def test_show_a_malformed_lsn_or_time_is_one_line(run: Run) -> None:
+    done = show(run, "--as-of-lsn", "16B3748")
+    assert done.returncode == 2
+    assert_one_line_error(done, "--as-of-lsn: '16B3748' is not an LSN", "X/Y")
+    done = show(run, "--as-of-time", "yesterday")
+    assert done.returncode == 2
+    assert_one_line_error(done, "--as-of-time: 'yesterday' is not a time", "ISO 8601")
+
+
+def test_history_on_parquet_is_refused_and_a_parquet_table_has_none(
+    run: Run, tmp_path: Path
+) -> None:
+    done = sc.walcast(
+        "spark", "materialize", "--input", run.changes, "--output", str(tmp_path / "p"),
+        "--checkpoint", str(tmp_path / "c"), "--parquet", "--history", "--available-now",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert_one_line_error(done, "--history needs Delta Lake tables")
+    done = sc.walcast(
+        "spark", "materialize", "--input", run.changes, "--output", str(tmp_path / "p"),
+        "--checkpoint", str(tmp_path / "c"), "--parquet", "--available-now",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = sc.walcast(
+        "spark", "show", "--tables", str(tmp_path / "p"), "--table", f"{SCHEMA}.{TABLE}",
+        "--as-of-lsn", run.moments[0].lsn,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert_one_line_error(done, "a Parquet table, which keeps no history", "--history")
