@@ -93,7 +93,7 @@ def fill_topic(bootstrap: str, topic: str, fmt: str, count: int, tables: int) ->
 
     from capture.formats import encoder_for, parse_settings  # noqa: PLC0415
     from capture.formats.layout import layout_record  # noqa: PLC0415
-    from capture.identity import SOURCE_HEADER, SYNTHETIC_SYSTEM, SourceIdentity  # noqa: PLC0415
+    from capture.state.identity import SOURCE_HEADER, SYNTHETIC_SYSTEM, SourceIdentity  # noqa: PLC0415
     from capture.synthetic import build_tables, format_options, generate, table_specs  # noqa: PLC0415
     from capture.synthetic.tables import DATABASE  # noqa: PLC0415
     from capture.teststream import produce  # noqa: PLC0415

@@ -34,9 +34,9 @@ from capture.pump import Pump, needs_transaction_sizes
 from capture.replication import catalog
 from capture.replication.side import SideConnection
 from capture.sinks.topics import TopicNamer, format_templates
-from capture.snapshot import LoadingSource, LoadProgress, LoadSettings, ProgressStore
-from capture.snapshot.progress import TableProgress
+from capture.snapshot import LoadingSource, LoadProgress, LoadSettings
 from capture.source import ReplicationSource, SourceConfig
+from capture.state.progress import ProgressStore, TableProgress
 from capture.synthetic import SyntheticSource
 
 

@@ -281,8 +281,8 @@ class _Client:
     def __init__(self, brokers: str, *, from_end: bool) -> None:
         from confluent_kafka import Consumer  # noqa: PLC0415
 
-        from capture.sinks.kafka_client import ProtocolWatch  # noqa: PLC0415
-        from capture.sinks.security import client_settings  # noqa: PLC0415
+        from capture.kafka.client import ProtocolWatch  # noqa: PLC0415
+        from capture.kafka.security import client_settings  # noqa: PLC0415
 
         self.brokers = brokers
         self.errors: list[str] = []  # every client error, for the one line that reports them
@@ -316,7 +316,7 @@ class _Client:
         """The cluster's metadata; one line when no broker answers within ``timeout``."""
         from confluent_kafka import KafkaException  # noqa: PLC0415
 
-        from capture.sinks.kafka_client import ProtocolMismatchError  # noqa: PLC0415
+        from capture.kafka.client import ProtocolMismatchError  # noqa: PLC0415
 
         deadline = time.monotonic() + timeout
         while True:  # in steps: a refused client (credentials, certificates) is seen at once
@@ -412,8 +412,8 @@ def read_messages(args: argparse.Namespace) -> int:
     """Print the messages of ``--topic`` (see the module docstring)."""
     from confluent_kafka import KafkaError  # noqa: PLC0415
 
-    from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
-    from capture.sinks.security import hidden_topics, missing_acl  # noqa: PLC0415
+    from capture.kafka.client import client_logger  # noqa: PLC0415
+    from capture.kafka.security import hidden_topics, missing_acl  # noqa: PLC0415
 
     passing = (
         KafkaError._PARTITION_EOF,  # noqa: SLF001 - librdkafka's names

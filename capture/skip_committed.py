@@ -9,7 +9,7 @@ stream that Kafka already holds, so that a read_committed consumer sees each of 
 The rule: units of the stream (PostgreSQL transactions, load chunks, non-transactional
 logical messages) come in strictly increasing commit LSN order, and the offsets record says
 the unit committed at ``last_commit_lsn`` and every unit before it are in Kafka
-(:mod:`capture.sinks.offsets`). So:
+(:mod:`capture.state.offsets`). So:
 
 * ``TransactionBegin`` with ``commit_lsn <= last_commit_lsn``: the transaction is dropped,
   its changes and messages too, and its ``TransactionCommit`` becomes a

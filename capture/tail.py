@@ -38,11 +38,11 @@ from capture.sinks.stream import StreamSink
 from capture.snapshot import (
     LoadProgress,
     LoadSettings,
-    MemoryProgress,
     record_initial_load,
     resolve_mode,
 )
 from capture.source import SourceConfig
+from capture.state.progress import MemoryProgress
 
 FINISH_TIMEOUT = 5.0
 PROGRESS_EVERY = 5.0

@@ -6,7 +6,7 @@ file or stdout, framed as ``walcast tail`` prints) or the Kafka sink ``walcast r
 which also publishes every table's layout to the schema topic (``--schema-topic``, default
 ``walcast.schemas``), so that IBM test streams can be normalized without PostgreSQL. Its
 messages and layouts name the source ``synthetic/<database>/seed-<seed>``
-(:mod:`capture.identity`), so they never pass for a real database's.
+(:mod:`capture.state.identity`), so they never pass for a real database's.
 
 The same ``(--count, --seed, --tables)`` and settings always give the same bytes: encoders
 read the time from the source's synthetic clock (each transaction's commit time + 1 ms).
@@ -32,8 +32,8 @@ from capture.errors import ConfigError, WalcastError
 from capture.events import ChangeEvent, StreamItem
 from capture.flags import add_command, format_settings, int_at_least
 from capture.formats import FORMAT_NAMES, EncodedMessage, Encoder
-from capture.identity import SYNTHETIC_SYSTEM, SourceIdentity
 from capture.sinks.stream import StreamSink
+from capture.state.identity import SYNTHETIC_SYSTEM, SourceIdentity
 from capture.synthetic import (
     SyntheticSource,
     advance_clock,
@@ -205,7 +205,7 @@ def _kafka_sink(args: argparse.Namespace) -> KafkaSink:
         raise ConfigError("--output: give either --output or --kafka, not both")
     if not args.topic:
         raise ConfigError("--topic: required with --kafka")
-    from capture.sinks.security import client_settings  # noqa: PLC0415
+    from capture.kafka.security import client_settings  # noqa: PLC0415
 
     security = client_settings()  # WALCAST__KAFKA__*, as walcast run reads them
     sink = KafkaSink(

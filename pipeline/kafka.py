@@ -7,7 +7,7 @@ vanished (retention) must stop the job rather than skip changes silently.
 
 Records also carry what walcast's Kafka headers say (:func:`with_walcast_headers`, read
 with the source's ``includeHeaders``): ``source`` (the ``walcast.source`` header: which
-database and slot the message came from, :mod:`capture.identity`), ``load`` (the
+database and slot the message came from, :mod:`capture.state.identity`), ``load`` (the
 ``walcast.xid`` header is ``0``: the message holds rows of a load chunk, whose xid is 0,
 never a real transaction's), ``header_lsn`` (``walcast.commit_lsn``, the commit LSN of
 the transaction or the load chunk the message belongs to, as a 64-bit number) and

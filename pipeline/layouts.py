@@ -13,7 +13,7 @@ record** per table and layout version to a compacted Kafka topic (default
                   "primary_key": true, "rendering": "bare", ...}, ...]}
 
 **Sources.** A layout serves only the messages of its own source: ``source`` (the
-``<system identifier>/<database>/<slot>`` of :mod:`capture.identity`) must equal the
+``<system identifier>/<database>/<slot>`` of :mod:`capture.state.identity`) must equal the
 message's ``walcast.source`` header (:mod:`pipeline.kafka`), so two databases sharing the
 topics and the layout topic never use each other's layouts (:func:`same_source`). Layout
 records of walcast 0.1 carry no source: they serve only messages without the header
@@ -132,7 +132,7 @@ def read_layouts(
 
     if not topic_exists(bootstrap, topic, timeout):
         return empty
-    from capture.sinks.security import client_settings, java_options  # noqa: PLC0415
+    from capture.kafka.security import client_settings, java_options  # noqa: PLC0415
 
     records = (
         spark.read.format("kafka")

@@ -57,7 +57,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from capture.errors import ConfigError, WalcastError
-from capture.identity import SourceIdentity
+from capture.state.identity import SourceIdentity
 from pipeline import preflight
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset

@@ -216,7 +216,7 @@ class NormalizeJob:
     @property
     def source_options(self) -> dict[str, str]:
         """The Kafka source's options: isolation level, then the user's ``kafka_options``."""
-        from capture.sinks.security import client_settings, java_options  # noqa: PLC0415
+        from capture.kafka.security import client_settings, java_options  # noqa: PLC0415
 
         isolation = "read_committed" if self.read_committed else "read_uncommitted"
         security = java_options(client_settings())  # WALCAST__KAFKA__*, as walcast run's

@@ -30,10 +30,10 @@ def admin_settings(bootstrap: str, kafka_options: Mapping[str, str]) -> dict[str
     """The AdminClient settings for ``bootstrap`` and the job's ``kafka.*`` source options.
 
     The security settings come from ``WALCAST__KAFKA__*`` (as for ``walcast run``,
-    :func:`capture.sinks.security.client_settings`), then the job's ``kafka.*`` options.
+    :func:`capture.kafka.security.client_settings`), then the job's ``kafka.*`` options.
     """
-    from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
-    from capture.sinks.security import client_settings  # noqa: PLC0415
+    from capture.kafka.client import client_logger  # noqa: PLC0415
+    from capture.kafka.security import client_settings  # noqa: PLC0415
 
     settings: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
@@ -52,7 +52,7 @@ def existing_topics(bootstrap: str, kafka_options: Mapping[str, str], timeout: f
     from confluent_kafka import KafkaException  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-    from capture.sinks.kafka_client import ClientLog, ProtocolWatch  # noqa: PLC0415
+    from capture.kafka.client import ClientLog, ProtocolWatch  # noqa: PLC0415
 
     settings = admin_settings(bootstrap, kafka_options)
     watch = ProtocolWatch(settings.get("security.protocol"), settings)
@@ -127,9 +127,9 @@ def denied(
     """A missing ACL for one of ``topics`` that the metadata did not list, as one line.
 
     A broker lists only the topics the principal may DESCRIBE
-    (:func:`capture.sinks.security.hidden_topics`).
+    (:func:`capture.kafka.security.hidden_topics`).
     """
-    from capture.sinks.security import hidden_topics  # noqa: PLC0415
+    from capture.kafka.security import hidden_topics  # noqa: PLC0415
 
     settings = admin_settings(bootstrap, kafka_options)
     logger = settings.pop("logger")

@@ -3,7 +3,7 @@
 A start that fails must leave nothing behind: no slot, no publication, no new generation
 or pending load in ``walcast.snapshots``. The replication source checks each thing as it
 sets it up (:class:`~capture.source.ReplicationSource`), but by then the daemon has already
-recorded a new slot generation (:meth:`~capture.snapshot.progress.KafkaProgress.
+recorded a new slot generation (:meth:`~capture.state.progress.KafkaProgress.
 start_generation`), so :func:`check_source` runs every check that can fail first, on one
 ordinary connection, and writes nothing:
 

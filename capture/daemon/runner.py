@@ -94,7 +94,6 @@ from capture.errors import (
     SlotInUseError,
     WalcastError,
 )
-from capture.identity import SourceIdentity
 from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.lsn import format_lsn
 from capture.position import PositionLedger
@@ -106,9 +105,10 @@ from capture.sinks.kafka import KafkaSink
 from capture.sinks.kafka_eos import TransactionalKafkaSink  # exactly-once
 from capture.skip_committed import SkipCommitted  # exactly-once
 from capture.snapshot.loading import LoadProgress, LoadSettings
-from capture.snapshot.progress import KafkaProgress, ProgressUnavailableError
 from capture.snapshot.requests import record_initial_load, resolve_mode
 from capture.source import ReplicationSource
+from capture.state.identity import SourceIdentity
+from capture.state.progress import KafkaProgress, ProgressUnavailableError
 
 log = structlog.get_logger("walcast.daemon")
 
@@ -498,7 +498,7 @@ class Daemon:
         """Where the source's state is kept, its generation, and the load settings.
 
         When this session creates the slot, a new generation is written and confirmed first
-        (:mod:`capture.snapshot.progress`), then the initial load (``auto``: initial when
+        (:mod:`capture.state.progress`), then the initial load (``auto``: initial when
         the slot is created now), also confirmed: the slot never exists without them.
         None settings: the server cannot load (PostgreSQL 13).
         """

@@ -15,7 +15,7 @@ import structlog
 
 from capture.lsn import format_lsn
 from capture.replication.client import ReplicationStream
-from capture.sinks.offsets import OffsetRecord
+from capture.state.offsets import OffsetRecord
 
 log = structlog.get_logger("walcast.daemon")
 

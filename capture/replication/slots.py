@@ -23,9 +23,9 @@ from psycopg import sql
 
 from capture import dsn as dsn_util
 from capture.errors import ConnectionLostError
-from capture.identity import SourceIdentity
 from capture.replication.connect import connect, libpq_message
 from capture.replication.session import Purpose
+from capture.state.identity import SourceIdentity
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Stdout or a file (:mod:`capture.sinks.stream`), Kafka (:mod:`capture.sinks.kafka`,
 exactly-once in :mod:`capture.sinks.kafka_eos`), and the topics and records they keep
-(:mod:`capture.sinks.topics`, :mod:`capture.sinks.offsets`, :mod:`capture.sinks.compacted`).
+(:mod:`capture.sinks.topics`, :mod:`capture.state.offsets`, :mod:`capture.state.compacted`).
 Their interface, and the invariants every sink keeps, are in :mod:`capture.interfaces`
 (:class:`~capture.interfaces.Sink`).
 """

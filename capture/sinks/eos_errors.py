@@ -14,8 +14,8 @@ from typing import Final
 from confluent_kafka import KafkaError
 
 from capture.errors import KafkaSinkError, RetryPolicy, WalcastError
-from capture.identity import SourceIdentity
 from capture.lsn import format_lsn
+from capture.state.identity import SourceIdentity
 
 FENCED_CODES: Final = frozenset(
     {

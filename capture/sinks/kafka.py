@@ -14,12 +14,12 @@ Invariants:
   that layout, and are confirmed before the change is produced; the wait serves deliveries
   and ``wait_hook`` like any other, and has no deadline (an outage is a pause).
 * Once a source is bound (:meth:`KafkaSink.bind_source`), every message carries its identity
-  in the :data:`~capture.identity.SOURCE_HEADER` header, and layout records are keyed
+  in the :data:`~capture.state.identity.SOURCE_HEADER` header, and layout records are keyed
   ``<source>/<schema>.<table>`` and name it (``"source"``), so two sources sharing the
-  topics never take each other's layouts (:mod:`capture.identity`). A sink bound to one
+  topics never take each other's layouts (:mod:`capture.state.identity`). A sink bound to one
   source refuses another (:class:`SourceChangedError`).
 * librdkafka's own log lines never reach the terminal raw, and a ``security.protocol``
-  the listener does not speak is one error (:mod:`capture.sinks.kafka_client`).
+  the listener does not speak is one error (:mod:`capture.kafka.client`).
 * An outage (Kafka confirms nothing while messages wait, or a broker, a read of walcast's
   own topics or the transactional producer's start meets no broker) is reported by the
   sink alone, whichever request met it: one ``kafka_unreachable`` error naming the brokers
@@ -63,11 +63,8 @@ from capture.errors import KafkaSinkError, WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
 from capture.formats.layout import layout_record
-from capture.identity import SOURCE_HEADER, SourceIdentity
 from capture.interfaces import Output
-from capture.lsn import format_lsn
-from capture.position import DeliveryCount, Unit
-from capture.sinks.kafka_client import (
+from capture.kafka.client import (
     FATAL_CODES,
     OUTAGE_CODES,
     ClientLog,
@@ -79,7 +76,10 @@ from capture.sinks.kafka_client import (
     describe_brokers,
     fatal_error,
 )
-from capture.sinks.security import missing_acl
+from capture.kafka.security import missing_acl
+from capture.lsn import format_lsn
+from capture.position import DeliveryCount, Unit
+from capture.state.identity import SOURCE_HEADER, SourceIdentity
 
 log = structlog.get_logger("walcast.kafka")
 _DENIED_TOPIC: Final = re.compile(r"Topic authorization failed \(topic '([^']+)'")

@@ -16,7 +16,7 @@ Invariants (the design and its reasons: ``docs/adr/0001-exactly-once.md``):
   load progress records alone go through the non-transactional producer (:meth:`publish`);
 * delivery = commit: a unit is passed by the ledger only once its Kafka transaction
   committed, and each transaction ends with the offsets record of its last unit
-  (:mod:`capture.sinks.offsets`), read back at start to skip the slot's replay;
+  (:mod:`capture.state.offsets`), read back at start to skip the slot's replay;
 * every wait is made of calls of at most :data:`WAIT_STEP` seconds with ``wait_hook``
   between them; a PostgreSQL transaction is never split across Kafka transactions (its
   bound is ``transaction.timeout.ms``, :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`).
@@ -37,15 +37,15 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from capture.errors import SetupError, WalcastError
 from capture.events import ChangeEvent, Table
 from capture.formats.base import EncodedMessage
-from capture.identity import SourceIdentity
 from capture.interfaces import Output, StopRequested
+from capture.kafka.security import missing_acl
 from capture.lsn import format_lsn
 from capture.position import Unit
 from capture.replication.slots import slot_holder, source_identity
 from capture.sinks import eos_errors
 from capture.sinks.kafka import KafkaSink, KafkaSinkError, client_logger, fatal_error
-from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, OffsetRecord, read_offset
-from capture.sinks.security import missing_acl
+from capture.state.identity import SourceIdentity
+from capture.state.offsets import DEFAULT_OFFSETS_TOPIC, OffsetRecord, read_offset
 
 log = structlog.get_logger("walcast.kafka")
 
@@ -105,7 +105,7 @@ class TransactionalKafkaSink(KafkaSink):
         before this process holds the slot (None: no check)."""
         self._stop = stop
         self.generation: str | None = None
-        """The slot's generation (:mod:`capture.identity`): offsets records carry it, and
+        """The slot's generation (:mod:`capture.state.identity`): offsets records carry it, and
         only a record of this generation is read back. Set before :meth:`start_session`."""
         self.committed: OffsetRecord | None = None
         """What Kafka holds for this source (read at start, then each commit's record)."""

@@ -9,21 +9,17 @@
 * :mod:`capture.snapshot.connection`: the load's catalog connection;
 * :mod:`capture.snapshot.chunks`: key-range chunks and their SQL;
 * :mod:`capture.snapshot.copytext`: COPY text rows as pgoutput text values;
-* :mod:`capture.snapshot.progress`: where progress is kept (a compacted Kafka topic);
 * :mod:`capture.snapshot.requests`: the initial-load decision and ``walcast snapshot``.
+Where a load's progress is kept is state, not loading: :mod:`capture.state.progress`.
 """
 
 from capture.snapshot.loading import LoadingSource, LoadProgress, LoadSettings
-from capture.snapshot.progress import KafkaProgress, MemoryProgress, ProgressStore
 from capture.snapshot.requests import record_initial_load, resolve_mode
 
 __all__ = [
-    "KafkaProgress",
     "LoadProgress",
     "LoadSettings",
     "LoadingSource",
-    "MemoryProgress",
-    "ProgressStore",
     "record_initial_load",
     "resolve_mode",
 ]

@@ -44,7 +44,7 @@ from capture.replication import catalog
 from capture.replication.catalog import TableLayout
 from capture.snapshot.chunks import Bound, Chunk, next_upper
 from capture.snapshot.connection import LoadConnection, TableGone, describe
-from capture.snapshot.progress import KeylessWindow, ProgressStore, TableProgress
+from capture.state.progress import KeylessWindow, ProgressStore, TableProgress
 
 log = structlog.get_logger("walcast.snapshot")
 

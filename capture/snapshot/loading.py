@@ -59,7 +59,7 @@ Why not the slot's exported snapshot (``CREATE_REPLICATION_SLOT … SNAPSHOT 'ex
 must be read in one transaction held open for the whole load (hours of WAL and vacuum held
 back), cannot be resumed after a crash, and cannot serve a re-load while streaming.
 Watermarked chunks give parallel reads, bounded transactions, resumption from the last
-confirmed chunk (:mod:`capture.snapshot.progress`) and on-demand loads
+confirmed chunk (:mod:`capture.state.progress`) and on-demand loads
 (``walcast snapshot``, a ``walcast.snapshot.request`` logical message) with one mechanism.
 
 A table whose changes carry no key (no primary key, nor a USING INDEX identity) is one
@@ -94,7 +94,6 @@ from capture.snapshot.assigner import (
 )
 from capture.snapshot.chunks import Chunk
 from capture.snapshot.connection import LoadConnection
-from capture.snapshot.progress import ProgressStore, TableProgress
 from capture.snapshot.reader import (
     NO_HOOKS,
     WATERMARK_PREFIX,
@@ -106,6 +105,7 @@ from capture.snapshot.reader import (
 )
 from capture.snapshot.splice import RECENT_TRANSACTIONS, Raced, ReadFailed, Splice
 from capture.source import ReplicationSource
+from capture.state.progress import ProgressStore, TableProgress
 
 __all__ = [
     "ALL_TABLES",

@@ -33,7 +33,7 @@ from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.replication import catalog
 from capture.replication.connect import connect
 from capture.snapshot.assigner import ALL_TABLES, INITIAL_REQUEST, REQUEST_PREFIX
-from capture.snapshot.progress import ProgressStore, TableProgress
+from capture.state.progress import ProgressStore, TableProgress
 
 
 def resolve_mode(mode: SnapshotMode, *, creating_slot: bool, server_version: int) -> SnapshotMode:

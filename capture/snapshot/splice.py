@@ -13,7 +13,7 @@ the stream; why it gives every row exactly once is the module docstring of
   reader hands them on, and ``TransactionCommit``;
 * drops the changes of a table without a key that its loaded chunk already holds: each such
   chunk leaves a :class:`HeldChanges` (kept in its ``done`` progress record as a
-  :class:`~capture.snapshot.progress.KeylessWindow`, and restored from it after a restart);
+  :class:`~capture.state.progress.KeylessWindow`, and restored from it after a restart);
 * completes a key-changing update of a table being loaded whose unchanged TOAST values were
   not sent, from the table.
 """
@@ -55,9 +55,9 @@ from capture.replication import catalog
 from capture.replication.catalog import TableLayout
 from capture.snapshot.assigner import TableLoad
 from capture.snapshot.connection import LoadConnection, describe
-from capture.snapshot.progress import KeylessWindow
 from capture.snapshot.reader import ChunkRead, ReadSnapshot, abandon, drain
 from capture.split import key_changed
+from capture.state.progress import KeylessWindow
 
 RECENT_TRANSACTIONS: Final = 4096
 """Committed transactions remembered for the watermark race check."""
@@ -69,7 +69,7 @@ class HeldChanges:
 
     Those of a transaction that commits at or after the chunk's watermark message
     (``low_lsn``) and before the read's WAL horizon, and that the read's snapshot sees. The
-    progress record keeps it as a :class:`~capture.snapshot.progress.KeylessWindow`.
+    progress record keeps it as a :class:`~capture.state.progress.KeylessWindow`.
     """
 
     relation_id: int

@@ -39,7 +39,7 @@ from capture.formats.ibm_records import split_records
 from capture.lsn import format_lsn, parse_lsn
 from capture.replication.slots import source_identity
 from capture.sinks.kafka_eos import CRASH_AFTER_COMMITS_ENV, CRASH_EXIT_CODE
-from capture.sinks.offsets import DEFAULT_OFFSETS_TOPIC, read_offset
+from capture.state.offsets import DEFAULT_OFFSETS_TOPIC, read_offset
 from tests.capture.sinks.committed_reader import read
 from tests.support import scenario as sc
 

@@ -24,10 +24,10 @@ from confluent_kafka import Producer
 
 from bench.kit import kafka as k
 from bench.kit.daemon import RunningDaemon
-from capture.identity import SourceIdentity
 from capture.replication.slots import source_identity
-from capture.sinks.offsets import OffsetRecord, read_offset
-from capture.snapshot.progress import KafkaProgress, TableProgress
+from capture.state.identity import SourceIdentity
+from capture.state.offsets import OffsetRecord, read_offset
+from capture.state.progress import KafkaProgress, TableProgress
 from tests.support import scenario as sc
 
 pytestmark = pytest.mark.integration

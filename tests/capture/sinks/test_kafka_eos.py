@@ -10,14 +10,14 @@ from confluent_kafka import Consumer, TopicPartition
 
 from capture.events import Op, StreamItem, TransactionBegin, TransactionCommit
 from capture.formats import format_class
-from capture.identity import SourceIdentity
 from capture.position import Checkpoint, PositionLedger
 from capture.pump import Output, Pump
 from capture.sinks.eos_errors import TransactionTooLargeError
 from capture.sinks.kafka import KafkaSinkError
 from capture.sinks.kafka_eos import TransactionalKafkaSink
-from capture.sinks.offsets import read_offset
 from capture.sinks.topics import TopicNamer
+from capture.state.identity import SourceIdentity
+from capture.state.offsets import read_offset
 from capture.synthetic import format_options
 from tests.capture.sinks.committed_reader import read
 from tests.support.events import event, make_table

@@ -13,8 +13,7 @@ import pytest
 from confluent_kafka import KafkaError
 from structlog.testing import capture_logs
 
-from capture.sinks.kafka import KafkaSink
-from capture.sinks.kafka_client import (
+from capture.kafka.client import (
     APIVERSION_CLOSES,
     LOG_REPEAT_SECONDS,
     ProtocolMismatchError,
@@ -24,6 +23,7 @@ from capture.sinks.kafka_client import (
     repeat_key,
     routine,
 )
+from capture.sinks.kafka import KafkaSink
 
 REFUSED = (
     "FAIL [rdkafka#producer-1] [thrd:127.0.0.1:9/bootstrap]: 127.0.0.1:9/bootstrap: Connect to "
@@ -240,7 +240,7 @@ def test_other_failures_of_a_tls_client_are_not_a_mismatch(text: str) -> None:
     watch = ProtocolWatch("SASL_SSL")
     for _ in range(10):
         watch.note(text)
-    # An untrusted certificate is a refusal of its own (capture.sinks.security), not this.
+    # An untrusted certificate is a refusal of its own (capture.kafka.security), not this.
     assert not isinstance(watch.found, ProtocolMismatchError)
     assert (watch.found is None) == (text != CERTIFICATE)
 

@@ -1,4 +1,4 @@
-"""capture.sinks.security without a broker: settings from the environment, the Java
+"""capture.kafka.security without a broker: settings from the environment, the Java
 client's options, and the one line for each refusal librdkafka reports (issue 34).
 
 The same lines met through the CLI against a real secured broker are in
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from capture.errors import ConfigError
-from capture.sinks.kafka_client import ProtocolWatch
-from capture.sinks.security import SecurityRefusedError, client_settings, java_options, refusal
+from capture.kafka.client import ProtocolWatch
+from capture.kafka.security import SecurityRefusedError, client_settings, java_options, refusal
 
 SASL = {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "walcast", "sasl.password": "pw0"}
 PREFIX = "sasl_plaintext://127.0.0.1:9092/bootstrap: "
@@ -141,7 +141,7 @@ def test_an_outage_is_no_refusal() -> None:
 def test_an_unverified_broker_certificate_says_why(
     monkeypatch: pytest.MonkeyPatch, verified: tuple[list[str] | None, str | None], needle: str
 ) -> None:
-    from capture.sinks import security  # noqa: PLC0415
+    from capture.kafka import security  # noqa: PLC0415
 
     monkeypatch.setattr(security, "_names_if_trusted", lambda *_: verified)
     text = (

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from capture.events import Op, StreamItem, TransactionBegin, TransactionCommit
-from capture.snapshot import LoadingSource, LoadSettings, MemoryProgress
-from capture.snapshot.progress import KeylessWindow, TableProgress
+from capture.snapshot import LoadingSource, LoadSettings
 from capture.snapshot.reader import ReadSnapshot
+from capture.state.progress import KeylessWindow, MemoryProgress, TableProgress
 from tests.support.events import event, make_table
 
 BAG = make_table("s", "bag", [("v", "int4", False)], identity="f")

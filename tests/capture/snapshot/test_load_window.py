@@ -49,10 +49,11 @@ from capture.assembly import primary_key_resolver
 from capture.errors import ConnectionLostError, WalcastError
 from capture.events import ChangeEvent, LogicalMessageEvent, TransactionCommit
 from capture.replication.side import SideConnection
-from capture.snapshot import LoadingSource, LoadSettings, MemoryProgress, record_initial_load
+from capture.snapshot import LoadingSource, LoadSettings, record_initial_load
 from capture.snapshot.chunks import Chunk
 from capture.snapshot.reader import LoadHooks, ReadSnapshot
 from capture.source import ReplicationSource, SourceConfig
+from capture.state.progress import MemoryProgress
 from tests.support import failover
 from tests.support.scenario import drop_slot
 

@@ -1,9 +1,9 @@
-"""capture.snapshot.progress: what a KafkaProgress shows of itself."""
+"""capture.state.progress: what a KafkaProgress shows of itself."""
 
 from __future__ import annotations
 
-from capture.identity import SourceIdentity
-from capture.snapshot.progress import KafkaProgress
+from capture.state.identity import SourceIdentity
+from capture.state.progress import KafkaProgress
 
 
 def test_the_repr_never_shows_the_kafka_credentials() -> None:

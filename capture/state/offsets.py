@@ -6,8 +6,8 @@ inside that same transaction. It says which unit of the stream (a PostgreSQL tra
 load chunk, a logical message) was the last one the transaction holds, so a read_committed
 reader of the topic knows exactly what Kafka has: every unit up to it, nothing after it.
 
-Key: :attr:`~capture.identity.SourceIdentity.key`, ``<system identifier>/<database>/<slot>``
-(see :mod:`capture.identity`: a slot name alone is not unique; the system identifier
+Key: :attr:`~capture.state.identity.SourceIdentity.key`, ``<system identifier>/<database>/<slot>``
+(see :mod:`capture.state.identity`: a slot name alone is not unique; the system identifier
 survives a restart and a physical failover). The producer's ``transactional.id`` is derived
 from the same identity. The record carries the slot's **generation**: a record written for
 an earlier life of the slot (dropped, then created again by walcast) is not read back
@@ -42,11 +42,11 @@ import structlog
 
 from capture.errors import RetryPolicy, WalcastError
 from capture.lsn import format_lsn
-from capture.sinks.compacted import TopicUnreadableError, read_compacted
+from capture.state.compacted import TopicUnreadableError, read_compacted
 
 if TYPE_CHECKING:
-    from capture.identity import SourceIdentity
     from capture.position import Unit
+    from capture.state.identity import SourceIdentity
 
 log = structlog.get_logger("walcast.offsets")
 
@@ -79,7 +79,7 @@ class OffsetRecord:
     written_at: float = 0.0
     """Unix time the record was produced."""
     generation: str | None = None
-    """The slot's generation it was written under (:mod:`capture.identity`)."""
+    """The slot's generation it was written under (:mod:`capture.state.identity`)."""
     timeline: int | None = None
     """The timeline of the server that streamed the unit (None: an older walcast). After a
     failover, a ``commit_lsn`` past where that timeline ended on the new server is not in
@@ -143,7 +143,7 @@ def read_offset(
     slot: ignored, with an ``offsets_of_earlier_slot_ignored`` warning). Raises
     :class:`OffsetsUnavailableError` when Kafka does not answer within ``timeout``; with
     ``unreachable``, an unreachable Kafka is waited for instead, each unanswered request
-    handed to it (:func:`capture.sinks.compacted.read_compacted`).
+    handed to it (:func:`capture.state.compacted.read_compacted`).
     """
     try:
         records = read_compacted(

@@ -14,7 +14,7 @@ sharing one Kafka never see each other's state:
   and offsets are keyed by it (``<key>/<schema>.<table>`` or ``<key>``).
 * A slot has lives: dropped and created again under the same name it starts from nothing,
   and what walcast kept about the old one (a finished load, an exactly-once position) must
-  not be applied to it. That is the **generation** (:mod:`capture.snapshot.progress` keeps
+  not be applied to it. That is the **generation** (:mod:`capture.state.progress` keeps
   it): a random id that walcast writes, confirmed, each time it creates the slot itself,
   before creating it; records carry the generation they were written under, and only those
   of the current generation are read back. See that module for slots created outside

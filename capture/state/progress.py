@@ -11,7 +11,7 @@ already holds, as the daemon that read it did.
 
 :class:`KafkaProgress` keeps the records in a compacted topic (``daemon.snapshot_topic``,
 key ``<source>/<schema>.<table>``, the source being ``<system identifier>/<database>/<slot>``,
-:mod:`capture.identity`), readable by a daemon restarted on another machine.
+:mod:`capture.state.identity`), readable by a daemon restarted on another machine.
 :class:`MemoryProgress` keeps them in memory (``walcast tail``: a load is not resumed).
 
 **Generations: a re-created slot starts over.** The same topic holds, under the key
@@ -20,7 +20,7 @@ key ``<source>/<schema>.<table>``, the source being ``<system identifier>/<datab
 * When walcast **creates the slot itself** (``--create-slot`` and the slot is missing), it
   first writes a new generation (a random id), waits until Kafka confirmed it, and only
   then creates the slot (:meth:`KafkaProgress.start_generation`). Every table record (and
-  every exactly-once offsets record, :mod:`capture.sinks.offsets`) carries the generation
+  every exactly-once offsets record, :mod:`capture.state.offsets`) carries the generation
   it was written under, and only records of the current generation are read back. So a
   slot dropped and created again by walcast finds none of its predecessor's records: with
   ``--snapshot initial`` (or ``auto``) it loads every table again, and its exactly-once
@@ -55,8 +55,8 @@ import orjson
 import structlog
 
 from capture.errors import RetryPolicy, WalcastError
-from capture.identity import SourceIdentity
-from capture.sinks.compacted import TopicUnreadableError, read_compacted
+from capture.state.compacted import TopicUnreadableError, read_compacted
+from capture.state.identity import SourceIdentity
 
 log = structlog.get_logger("walcast.snapshot")
 
@@ -129,7 +129,7 @@ class Generation:
 
     id: str
     source: str
-    """:attr:`~capture.identity.SourceIdentity.key`."""
+    """:attr:`~capture.state.identity.SourceIdentity.key`."""
     written_at: float
     """Unix time the record was written."""
 
@@ -182,7 +182,7 @@ class KafkaProgress:
     current generation: read by :meth:`read_generation`, or set by :meth:`start_generation`.
     ``unreachable`` (the sink's outage report) makes reads wait for an unreachable Kafka
     with one consumer instead of failing after :data:`READ_TIMEOUT`
-    (:mod:`capture.sinks.compacted`); ``stop`` (a stop request) ends that wait.
+    (:mod:`capture.state.compacted`); ``stop`` (a stop request) ends that wait.
     """
 
     client_settings: dict[str, Any] = field(repr=False)

@@ -39,7 +39,7 @@ import structlog
 from confluent_kafka import KafkaError, KafkaException
 
 from capture.errors import KafkaSinkError, WalcastError
-from capture.sinks.security import refusal
+from capture.kafka.security import refusal
 
 log = structlog.get_logger("walcast.kafka")
 
@@ -273,13 +273,13 @@ class ProtocolWatch:
       ``connecting to a SSL listener?``, which is certain at once.
 
     It also reads every line for a refusal of the client's security settings that
-    retrying cannot mend (:func:`capture.sinks.security.refusal`: wrong SASL credentials, a
+    retrying cannot mend (:func:`capture.kafka.security.refusal`: wrong SASL credentials, a
     mechanism the broker does not offer, a broker certificate not trusted or for another
     host, a client certificate the broker refuses): certain on the first line. ``settings``
     are the client's librdkafka settings, for the messages (never the password).
 
     ``found`` is the error to stop with (None: nothing seen): a
-    :class:`ProtocolMismatchError` or a :class:`~capture.sinks.security.SecurityRefusedError`.
+    :class:`ProtocolMismatchError` or a :class:`~capture.kafka.security.SecurityRefusedError`.
     """
 
     def __init__(self, configured: str | None, settings: Mapping[str, Any] | None = None) -> None:

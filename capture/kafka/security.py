@@ -18,7 +18,7 @@ handed to Spark in memory (the Java client prints them as ``[hidden]``).
 :func:`refusal` reads one librdkafka line for a refusal that retrying cannot mend (wrong
 credentials, a mechanism the broker does not offer, a broker certificate the client does
 not trust or that names another host, a client certificate the broker refuses) and returns
-the one error to stop with, naming the setting; :class:`~capture.sinks.kafka_client.
+the one error to stop with, naming the setting; :class:`~capture.kafka.client.
 ProtocolWatch` calls it on every line, as for a ``security.protocol`` mismatch.
 """
 
@@ -371,7 +371,7 @@ def hidden_topics(
     missing ACL looks like no topic at all: on a secured connection, DescribeTopics (which
     creates nothing) tells the two apart. Returns when none is (the caller names them
     missing). ``logger`` takes the admin client's log lines
-    (:func:`capture.sinks.kafka_client.client_logger`).
+    (:func:`capture.kafka.client.client_logger`).
     """
     if not settings.get("security.protocol") or not topics:
         return

@@ -1,8 +1,8 @@
 """Reading one of walcast's compacted topics whole: the newest record of each key.
 
 walcast keeps two kinds of state in compacted Kafka topics, read once when a session
-starts: the exactly-once offsets (:mod:`capture.sinks.offsets`) and the load progress
-(:mod:`capture.snapshot.progress`). Both are read here the same way:
+starts: the exactly-once offsets (:mod:`capture.state.offsets`) and the load progress
+(:mod:`capture.state.progress`). Both are read here the same way:
 
 * from the beginning of every partition, ``read_committed`` (a record of an aborted or open
   transaction is never seen), with a fresh consumer group and no commits;
@@ -66,8 +66,8 @@ def read_compacted(
         TopicPartition,
     )
 
-    from capture.sinks.kafka_client import client_logger  # noqa: PLC0415
-    from capture.sinks.security import missing_acl  # noqa: PLC0415
+    from capture.kafka.client import client_logger  # noqa: PLC0415
+    from capture.kafka.security import missing_acl  # noqa: PLC0415
 
     consumer = Consumer(
         {
