@@ -59,7 +59,7 @@ def producer_ceiling(bootstrap: str, count: int, value: bytes) -> float:
     from confluent_kafka import Producer  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
-    from capture.daemon.config import DaemonConfig  # noqa: PLC0415
+    from capture.config.model import DaemonConfig  # noqa: PLC0415
     from capture.source import SourceConfig  # noqa: PLC0415
 
     topic = f"bench_ceiling_{uuid.uuid4().hex[:6]}"

@@ -6,7 +6,7 @@ configuration with several problems, one per problem) and a non-zero exit code f
 
 Help is written for the terminal (see :mod:`capture.flags`): each command's description
 and examples are text here or in the command's own module (``run``'s in
-:mod:`capture.daemon.arguments`), never a module docstring.
+:mod:`capture.config.arguments`), never a module docstring.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import structlog
 
 from capture import __version__
 from capture import logging as walcast_logging
-from capture.daemon.arguments import add_load_arguments, flag_values
-from capture.daemon.arguments import add_parser as add_run_parser
+from capture.config.arguments import add_load_arguments, flag_values
+from capture.config.arguments import add_parser as add_run_parser
 from capture.errors import ConfigError, WalcastError
 from capture.flags import DSN_HELP, add_command, examples_epilog, format_settings, int_at_least
 from capture.formats import FORMAT_NAMES
@@ -270,7 +270,7 @@ def _run_cli_values(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run ``walcast run``."""
     from capture import dsn as dsn_util  # noqa: PLC0415
-    from capture.daemon import loading  # noqa: PLC0415
+    from capture.config import reading  # noqa: PLC0415
     from capture.daemon.runner import Daemon  # noqa: PLC0415
     from capture.errors import InvalidSettingsError  # noqa: PLC0415
 
@@ -279,9 +279,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             "password_in_command_line",
             detail=dsn_util.command_line_warning("source.password_env or source.password_file"),
         )
-    parsed = loading.parse(args.config, _run_cli_values(args), dict(os.environ))
+    parsed = reading.parse(args.config, _run_cli_values(args), dict(os.environ))
     if args.print_config:
-        from capture.daemon import render  # noqa: PLC0415
+        from capture.config import render  # noqa: PLC0415
 
         if parsed.problems:
             sys.stdout.write(render.render_parsed(parsed))

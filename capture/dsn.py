@@ -19,7 +19,7 @@ environment variable (``$WALCAST_DSN``, ``WALCAST__SOURCE__DSN``), which only th
 root can read. A password in the ``--dsn`` flag works but is visible to every user of the
 machine (``ps``, ``/proc/<pid>/cmdline``): each command that takes ``--dsn`` says so once
 (:func:`command_line_warning`), never quoting it. A password in ``source.dsn`` in a
-configuration file is refused (:mod:`capture.daemon.config`).
+configuration file is refused (:mod:`capture.config.model`).
 """
 
 from __future__ import annotations

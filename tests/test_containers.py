@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from capture.cli import _run_cli_values, build_parser
-from capture.daemon import loading as daemon_loading
+from capture.config import reading
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -65,7 +65,7 @@ def test_the_walcast_service_is_a_valid_run() -> None:
     env = {str(k): str(v) for k, v in walcast["environment"].items()}
     args = build_parser().parse_args(walcast["command"])
     assert args.command == "run"
-    config = daemon_loading.load(None, _run_cli_values(args), env)
+    config = reading.load(None, _run_cli_values(args), env)
     assert (config.metrics_host, config.metrics_port) == ("0.0.0.0", 9187)
     assert f"127.0.0.1:{config.metrics_port}:{config.metrics_port}" in walcast["ports"]
     assert "password" not in config.source.dsn  # the password reaches libpq as PGPASSWORD
@@ -83,7 +83,7 @@ def test_the_walcast_service_is_a_valid_run() -> None:
 def test_the_spark_job_reads_the_topics_walcast_writes() -> None:
     services = compose()["services"]
     walcast, spark = services["walcast"], services["spark"]
-    config = daemon_loading.load(
+    config = reading.load(
         None,
         _run_cli_values(build_parser().parse_args(walcast["command"])),
         {str(k): str(v) for k, v in walcast["environment"].items()},

@@ -33,7 +33,7 @@ from capture.snapshot import LoadingSource
 from capture.source import ReplicationSource
 
 if TYPE_CHECKING:
-    from capture.daemon.config import DaemonConfig
+    from capture.config.model import DaemonConfig
     from capture.daemon.metrics import Metrics
     from capture.position import PositionLedger
     from capture.pump import Pump

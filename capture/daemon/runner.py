@@ -79,7 +79,7 @@ from typing import Final
 import structlog
 
 from capture.assembly import LoadPlan, OutputPlan, connect_source, replication_pipeline
-from capture.daemon.config import DaemonConfig
+from capture.config.model import DaemonConfig
 from capture.daemon.health import Health, received_lsn
 from capture.daemon.metrics import Metrics, serve
 from capture.daemon.preconditions import check_source

@@ -1,7 +1,7 @@
 """Kafka's security settings for every client of walcast, and what a refusal of them means.
 
 The settings are named once, in the ``[kafka]`` section of ``walcast run``'s settings
-(:mod:`capture.daemon.settings`): ``security_protocol``, ``sasl_mechanism``,
+(:mod:`capture.config.settings`): ``security_protocol``, ``sasl_mechanism``,
 ``sasl_username``, ``sasl_password_env``/``sasl_password_file``, ``ssl_ca_location``,
 ``ssl_certificate_location``, ``ssl_key_location``. ``walcast run`` reads them from its file,
 the environment (``WALCAST__KAFKA__<KEY>``) and its flags; every other client (``walcast

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from capture.cli import build_parser
-from capture.daemon.arguments import FLAGGED, dest
-from capture.daemon.settings import OUTPUT_SETTINGS, SETTINGS
+from capture.config.arguments import FLAGGED, dest
+from capture.config.settings import OUTPUT_SETTINGS, SETTINGS
 from capture.formats import FORMAT_NAMES
 from tests.support.scenario import walcast
 

@@ -5,8 +5,8 @@ The file, the environment, the flags, the validation, ``--print-config`` and
 
 Each :class:`Setting` names its section and key, its :class:`Kind` (how its value is
 checked and converted), its default (or :data:`REQUIRED`), one line of help and, where the
-default is not a good illustration, an example. :mod:`capture.daemon.config` loads and
-validates them; :mod:`capture.daemon.render` writes them out.
+default is not a good illustration, an example. :mod:`capture.config.model` loads and
+validates them; :mod:`capture.config.render` writes them out.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Settings written out: ``walcast run --print-config`` and ``walcast.example.toml``.
 
-Both are rendered from the one table of :mod:`capture.daemon.settings`: every scalar
+Both are rendered from the one table of :mod:`capture.config.settings`: every scalar
 setting with its help line, then the tables, then ``[[outputs]]``. ``--print-config`` shows
 the effective values (file, environment, flags) with secrets redacted; the example file
 shows every default. A test keeps the committed example equal to :func:`example_toml`
-(``python -m capture.daemon.render`` prints it).
+(``python -m capture.config.render`` prints it).
 
 Settings with problems (:func:`render_parsed`): ``--print-config`` still prints every valid
 value; a missing or invalid setting is a comment line, ``# key =   (missing: give --slot,
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from capture import dsn as dsn_util
-from capture.daemon.settings import (
+from capture.config.settings import (
     BY_SECTION,
     OUTPUT_SETTINGS,
     REDACTED,
@@ -34,8 +34,8 @@ from capture.daemon.settings import (
 from capture.formats.settings import settings_text
 
 if TYPE_CHECKING:
-    from capture.daemon.config import DaemonConfig
-    from capture.daemon.parsed import Parsed
+    from capture.config.model import DaemonConfig
+    from capture.config.parsed import Parsed
 
 
 def _toml_value(value: Any) -> str:
@@ -162,7 +162,7 @@ def example_toml() -> str:
     output = {s.key: s.example if s.required else s.default for s in OUTPUT_SETTINGS}
     head = [
         "# walcast.example.toml: every setting of `walcast run`, with its default.",
-        "# Generated from capture/daemon/settings.py (SETTINGS): python -m capture.daemon.render",
+        "# Generated from capture/config/settings.py (SETTINGS): python -m capture.config.render",
         "# Values marked (required) are examples. Each scalar setting can also be set with",
         "# WALCAST__<SECTION>__<KEY> (lists comma-separated); flags of `walcast run` win over",
         "# both. `walcast run --print-config` shows the effective settings.",

@@ -1,10 +1,10 @@
 """Reading ``walcast run``'s settings: a TOML file, environment variables, then flags.
 
 :func:`parse` merges the three layers and checks every value
-(:mod:`capture.daemon.values`), keeping what is valid and every problem
+(:mod:`capture.config.values`), keeping what is valid and every problem
 (:class:`Parsed`); :func:`load` is the same, raising unless all is valid. The result is a
-:class:`~capture.daemon.config.DaemonConfig`. Everything comes from the settings table
-(:mod:`capture.daemon.settings`):
+:class:`~capture.config.model.DaemonConfig`. Everything comes from the settings table
+(:mod:`capture.config.settings`):
 
 * validation (:func:`load`, :func:`parse`): unknown sections and keys are errors, each
   value is checked against its type;
@@ -14,9 +14,9 @@
   flags only; ``$WALCAST_DSN`` is the default of ``--dsn`` (it wins over
   ``WALCAST__SOURCE__DSN`` and the file, and a ``--dsn`` flag wins over it);
 * ``walcast.example.toml`` at the top of the repository: every key with its default and
-  its help (:mod:`capture.daemon.render`; regenerate with ``python -m
-  capture.daemon.render``; a test compares the file with it);
-* ``walcast run --print-config`` (:mod:`capture.daemon.render`): the effective settings as
+  its help (:mod:`capture.config.render`; regenerate with ``python -m
+  capture.config.render``; a test compares the file with it);
+* ``walcast run --print-config`` (:mod:`capture.config.render`): the effective settings as
   TOML, secrets redacted (a password in ``source.dsn`` shows as ``********``; password sources
   show the file or variable name, never its content).
 
@@ -42,7 +42,7 @@ Precedence: the file, then the environment, then flags (later wins).
   …" for a near miss (:func:`suggestion`, difflib), also across sections
   (``kafka.snapshot_workers``: did you mean ``source.snapshot_workers``).
 * ``--print-config`` prints what it can even when the settings are not valid
-  (:func:`parse` keeps every valid value; :func:`capture.daemon.render.render_parsed`
+  (:func:`parse` keeps every valid value; :func:`capture.config.render.render_parsed`
   marks the missing and invalid ones in comments), then the error lines, exit 2.
 
 **A flag and the file never disagree silently (issue 25.6)**: a flag wins over the file
@@ -55,7 +55,7 @@ of the format it names (one of them, or an error line naming the outputs there a
 turns off what the file turned on. Two values that cannot both hold (a password in the DSN
 and ``source.password_env``) are one line naming both, as the user gave them.
 
-Renamed settings (:data:`~capture.daemon.settings.DEPRECATED`): the old name is still
+Renamed settings (:data:`~capture.config.settings.DEPRECATED`): the old name is still
 read, from the file and the environment, when the new one is not given (given both, the new
 one wins), and each use is one ``setting_deprecated`` warning event naming both (``walcast
 run`` has set up logging before it loads the settings, so the warning is an event like every
@@ -82,9 +82,9 @@ from typing import Any, Final
 import structlog
 
 from capture import dsn as dsn_util
-from capture.daemon.config import FORCED_PRODUCER_KEYS, DaemonConfig, Origin, durable
-from capture.daemon.parsed import Parsed, read_secret
-from capture.daemon.settings import (
+from capture.config.model import FORCED_PRODUCER_KEYS, DaemonConfig, Origin, durable
+from capture.config.parsed import Parsed, read_secret
+from capture.config.settings import (
     BY_ENV,
     BY_NAME,
     BY_SECTION,
@@ -97,7 +97,7 @@ from capture.daemon.settings import (
     SETTINGS,
     Setting,
 )
-from capture.daemon.values import (
+from capture.config.values import (
     convert,
     did_you_mean,
     format_setting_suggestion,

@@ -3,8 +3,8 @@
 :class:`Origin` names a value the way the user gave it (a flag, an environment variable,
 or a file and its TOML key), so that every error line and every ``--print-config`` note
 speaks the user's words. :meth:`Parsed.config` is the only place a
-:class:`~capture.daemon.config.DaemonConfig` is built from parsed values: the settings of
-:data:`~capture.daemon.config.SOURCE_FIELDS` go to its ``source``, the others to itself.
+:class:`~capture.config.model.DaemonConfig` is built from parsed values: the settings of
+:data:`~capture.config.model.SOURCE_FIELDS` go to its ``source``, the others to itself.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from capture.daemon.config import SOURCE_FIELDS, DaemonConfig, Origin, OutputConfig, Secret
+from capture.config.model import SOURCE_FIELDS, DaemonConfig, Origin, OutputConfig, Secret
 from capture.errors import ConfigError, InvalidSettingsError
 from capture.source import SourceConfig
 

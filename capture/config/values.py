@@ -5,7 +5,7 @@ converter takes the label the user knows it by (``--receive-timeout``,
 ``WALCAST__SOURCE__SLOT``, ``walcast.toml: source.slot``) and raises a
 :class:`~capture.errors.ConfigError` whose message starts with it, so the line names the
 setting as it was given. Nothing here knows about layers or precedence
-(:mod:`capture.daemon.loading`).
+(:mod:`capture.config.reading`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from capture import dsn as dsn_util
-from capture.daemon.settings import BY_NAME, BY_SECTION, DEPRECATED, SECTIONS, Kind, Setting
+from capture.config.settings import BY_NAME, BY_SECTION, DEPRECATED, SECTIONS, Kind, Setting
 from capture.errors import ConfigError
 from capture.sinks.topics import LEGAL_TOPIC, validate_template
 

@@ -1,7 +1,7 @@
 """``walcast run``'s flags and ``--help``, and what the flags give the settings.
 
 Every flag of ``run`` but ``--config`` and ``--print-config`` sets one setting of
-:mod:`capture.daemon.settings` (its :attr:`~capture.daemon.settings.Setting.flag`): the help
+:mod:`capture.config.settings` (its :attr:`~capture.config.settings.Setting.flag`): the help
 of each names that setting and states its default from the table, and
 :func:`flag_values` reads each flag back by the same table, so a flag cannot drift from
 its setting (tests/capture/test_cli_run.py checks both directions).
@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Final
 
-from capture.daemon.settings import BY_NAME, OUTPUT_BY_KEY, SETTINGS, Kind, Setting
+from capture.config.settings import BY_NAME, OUTPUT_BY_KEY, SETTINGS, Kind, Setting
 from capture.flags import add_command, int_at_least
 from capture.formats import FORMAT_NAMES
 from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, MODES
@@ -289,7 +289,7 @@ FLAGGED: Final[tuple[Setting, ...]] = tuple(
 
 
 def flag_values(args: argparse.Namespace) -> dict[str, Any]:
-    """What ``run``'s flags give the settings, as :func:`capture.daemon.config.parse` takes it.
+    """What ``run``'s flags give the settings, as :func:`capture.config.model.parse` takes it.
 
     Each section maps its keys to the flag's value (None: not given); lists are joined with
     commas (``--publication a --publication b,c`` is three publications); the outputs and

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from capture.daemon.config import Secret
-from capture.daemon.loading import load
+from capture.config.model import Secret
+from capture.config.reading import load
 from capture.errors import ConfigError, InvalidSettingsError
 from capture.formats import parse_settings
 
@@ -176,10 +176,10 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_example_file_is_generated_from_the_settings_table() -> None:
-    from capture.daemon.render import example_toml  # noqa: PLC0415
+    from capture.config.render import example_toml  # noqa: PLC0415
 
     assert (REPO / "walcast.example.toml").read_text() == example_toml(), (
-        "walcast.example.toml is out of date: python -m capture.daemon.render > "
+        "walcast.example.toml is out of date: python -m capture.config.render > "
         "walcast.example.toml"
     )
 
@@ -187,8 +187,8 @@ def test_example_file_is_generated_from_the_settings_table() -> None:
 def test_every_setting_is_in_the_example_and_loads_with_its_default() -> None:
     import dataclasses  # noqa: PLC0415
 
-    from capture.daemon.config import SOURCE_FIELDS, DaemonConfig, OutputConfig  # noqa: PLC0415
-    from capture.daemon.settings import OUTPUT_SETTINGS, SETTINGS  # noqa: PLC0415
+    from capture.config.model import SOURCE_FIELDS, DaemonConfig, OutputConfig  # noqa: PLC0415
+    from capture.config.settings import OUTPUT_SETTINGS, SETTINGS  # noqa: PLC0415
     from capture.source import SourceConfig  # noqa: PLC0415
 
     text = (REPO / "walcast.example.toml").read_text()
@@ -310,7 +310,7 @@ def test_bad_new_settings_are_named(tmp_path: Path, section: str, line: str, set
 
 
 def test_print_config_loads_back_and_redacts_secrets(tmp_path: Path) -> None:
-    from capture.daemon.render import render_toml  # noqa: PLC0415
+    from capture.config.render import render_toml  # noqa: PLC0415
 
     secret_file = tmp_path / "kafka.secret"
     secret_file.write_text("kafka-S3cret\n")
@@ -458,7 +458,7 @@ def test_failover_slot_is_true_false_or_auto(
 
 
 def test_failover_slot_auto_is_not_set_in_print_config(tmp_path: Path) -> None:
-    from capture.daemon.render import render_toml  # noqa: PLC0415
+    from capture.config.render import render_toml  # noqa: PLC0415
 
     config = load(write(tmp_path, GOOD), NO_CLI, {"WALCAST__SOURCE__FAILOVER_SLOT": "auto"})
     shown = render_toml(config)
@@ -477,7 +477,7 @@ def test_failover_slot_auto_is_not_set_in_print_config(tmp_path: Path) -> None:
 def test_degraded_after_is_a_deprecated_name_of_unhealthy_after(tmp_path: Path) -> None:
     from structlog.testing import capture_logs  # noqa: PLC0415
 
-    from capture.daemon.render import render_toml  # noqa: PLC0415
+    from capture.config.render import render_toml  # noqa: PLC0415
 
     old_file = write(tmp_path, _with("daemon", "degraded_after = 12"))
     with capture_logs() as events:
@@ -640,7 +640,7 @@ def test_several_problems_in_the_environment_and_flags_alone() -> None:
 
 def test_every_flag_wins_over_the_file(tmp_path: Path) -> None:
     """For each setting a flag sets, the file says one thing and the flag another."""
-    from capture.daemon.arguments import FLAGGED  # noqa: PLC0415
+    from capture.config.arguments import FLAGGED  # noqa: PLC0415
 
     given = {
         "dsn": ("host=file", "host=flag"),

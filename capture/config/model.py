@@ -1,15 +1,15 @@
 """Daemon configuration: what ``walcast run`` runs with, validated (:class:`DaemonConfig`).
 
 How the settings are read (a TOML file, overridden by environment variables, then CLI
-flags) and checked is :mod:`capture.daemon.loading`; converting one raw value is
-:mod:`capture.daemon.values`. This module holds only the result, so the runner, the
+flags) and checked is :mod:`capture.config.reading`; converting one raw value is
+:mod:`capture.config.values`. This module holds only the result, so the runner, the
 renderer and the tests depend on the model and not on the reading.
 
-One declarative table, :data:`~capture.daemon.settings.SETTINGS` (plus
-:data:`~capture.daemon.settings.OUTPUT_SETTINGS` for each ``[[outputs]]`` entry), names
+One declarative table, :data:`~capture.config.settings.SETTINGS` (plus
+:data:`~capture.config.settings.OUTPUT_SETTINGS` for each ``[[outputs]]`` entry), names
 every setting: its section, key, flag, type, default, one line of help and whether it may
 hold a secret. Each setting is held by the field its
-:attr:`~capture.daemon.settings.Setting.field` names: a field of the replication source's
+:attr:`~capture.config.settings.Setting.field` names: a field of the replication source's
 own :class:`~capture.source.SourceConfig` (:data:`SOURCE_FIELDS`: the slot, publications,
 protocol options) in :attr:`DaemonConfig.source`, declared once there and handed to the
 source as it is (:meth:`DaemonConfig.source_config` only adds the password and what the
@@ -56,7 +56,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from capture.daemon.settings import BY_NAME
+from capture.config.settings import BY_NAME
 from capture.errors import ConfigError
 from capture.formats import FormatSettings
 from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, SnapshotMode
@@ -125,7 +125,7 @@ class Origin:
 class DaemonConfig:
     """Everything ``walcast run`` needs, validated.
 
-    Each field named like a setting's :attr:`~capture.daemon.settings.Setting.field` holds
+    Each field named like a setting's :attr:`~capture.config.settings.Setting.field` holds
     that setting, with the same default, here or in :attr:`source` (:meth:`value` finds
     it); ``password`` and ``sasl_password`` hold the secrets
     read from their sources; ``origins`` says where each given setting came from (by
