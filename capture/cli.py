@@ -224,9 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     status.add_parser(commands)
     slot.add_parser(commands)
-    from capture.snapshot import requests as snapshot_requests  # noqa: PLC0415
+    from capture import snapshot_command  # noqa: PLC0415
 
-    snapshot_requests.add_parser(commands)
+    snapshot_command.add_parser(commands)
     _add_spark_parser(commands)
     return parser
 

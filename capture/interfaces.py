@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from capture.events import ChangeEvent, StreamItem, Table
     from capture.formats.base import EncodedMessage, Encoder
     from capture.position import Checkpoint, Unit
-    from capture.sinks.topics import TopicNamer
 
 
 class Source(Protocol):
@@ -86,13 +85,30 @@ class SourceWrapper(Generic[InnerT]):
         self.inner.close()
 
 
+class TopicNames(Protocol):
+    """How one output's messages find their topics (:class:`capture.sinks.topics.TopicNamer`).
+
+    Named here, by what the pump and the sinks ask of it, so that this module imports no
+    sink: an interface owns the types it names.
+    """
+
+    def topic(self, schema: str | None, table: str | None) -> str:
+        """The topic of a table's messages, or of messages of no table (both None)."""
+
+    def message_topic(self, kind: str, schema: str | None, table: str | None) -> str:
+        """The topic of one message of ``kind`` (heartbeats may have a topic of their own)."""
+
+    def check(self, tables: list[tuple[str, str]]) -> None:
+        """Name every table's topic now, so that a collision stops the start, not the stream."""
+
+
 @dataclass(slots=True)
 class Output:
     """One output format: its encoder, and (for Kafka) how its topics are named."""
 
     format: str
     encoder: Encoder
-    namer: TopicNamer | None = None
+    namer: TopicNames | None = None
     messages: int = 0
     """Messages sent since the counters were last read (kept off the hot path)."""
     bytes: int = 0

@@ -39,9 +39,9 @@ def _sort_key(order: Sequence[str]) -> Column:
 def load_start() -> Column:
     """A change that starts a whole-table load: a load row with ordinal 1.
 
-    A table without a key is loaded as one chunk (:mod:`capture.snapshot.loading`), whose
-    rows are the whole table at the chunk's position; the first of them starts the table
-    over, as a TRUNCATE would.
+    A table without a key is loaded as one chunk (:mod:`capture.snapshot.loading_source`),
+    whose rows are the whole table at the chunk's position; the first of them starts the
+    table over, as a TRUNCATE would.
     """
     return F.coalesce(F.col("load"), F.lit(False)) & (F.col("ordinal") == 1)
 

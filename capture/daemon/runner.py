@@ -104,8 +104,8 @@ from capture.replication.side import SideConnection
 from capture.sinks.kafka import KafkaSink
 from capture.sinks.kafka_eos import TransactionalKafkaSink  # exactly-once
 from capture.skip_committed import SkipCommitted  # exactly-once
-from capture.snapshot.loading import LoadProgress, LoadSettings
-from capture.snapshot.requests import record_initial_load, resolve_mode
+from capture.snapshot.initial import record_initial_load, resolve_mode
+from capture.snapshot.loading_source import LoadProgress, LoadSettings
 from capture.source import ReplicationSource
 from capture.state.identity import SourceIdentity
 from capture.state.progress import KafkaProgress, ProgressUnavailableError

@@ -1,13 +1,13 @@
 """Which chunk next: the tables' loads, requests, resumption and the progress records.
 
 :class:`ChunkAssigner` keeps the load state of every table a
-:class:`~capture.snapshot.loading.LoadingSource` loads, and knows nothing of the replication
+:class:`~capture.snapshot.loading_source.LoadingSource` loads, and knows nothing of the replication
 stream (the source tells it what the stream asked for and what the splice inserted):
 
 * **Loads** come from the progress store's records when the source starts: every
   ``pending`` or ``loading`` table goes on at the chunk after the last one its record counts,
   from that chunk's lower bound; a pending record for every published table (table ``*``,
-  the initial load, :mod:`capture.snapshot.requests`) becomes one pending record per table.
+  the initial load, :mod:`capture.snapshot.initial`) becomes one pending record per table.
   ``walcast snapshot`` requests add tables while the stream runs (:meth:`ChunkAssigner.request`
   takes the content of a ``walcast.snapshot.request`` message); a table already being loaded
   is not loaded twice.

@@ -146,7 +146,7 @@ class ChunkRead:
     started: float = 0.0
     """``time.monotonic()`` when a reader took the chunk (0: still queued): a read that has
     not written its watermark long after it started is stuck (the coordinator gives up on
-    it, :meth:`capture.snapshot.loading.LoadingSource.poll`)."""
+    it, :meth:`capture.snapshot.loading_source.LoadingSource.poll`)."""
 
 
 class ReaderPool:

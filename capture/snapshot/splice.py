@@ -1,8 +1,8 @@
 """The splice: a loaded chunk inserted into the replication stream at its low watermark.
 
-:class:`Splice` is the part of :class:`~capture.snapshot.loading.LoadingSource` that touches
+:class:`Splice` is the part of :class:`~capture.snapshot.loading_source.LoadingSource` that touches
 the stream; why it gives every row exactly once is the module docstring of
-:mod:`capture.snapshot.loading`. It
+:mod:`capture.snapshot.loading_source`. It
 
 * follows the stream's committed transactions while loads run (:meth:`Splice.observe`):
   the recent ones' xids, commit LSNs and tables, for the race check;

@@ -1,6 +1,6 @@
 """A stream change at each point of a chunk's window, through the loading source.
 
-:class:`~capture.snapshot.loading.LoadingSource` over a real
+:class:`~capture.snapshot.loading_source.LoadingSource` over a real
 :class:`~capture.source.ReplicationSource` (a real PostgreSQL, a real slot) loads two
 tables: ``k`` (a primary key, read in chunks of 10 rows, ids 2, 4, … 60) and ``bag`` (no key,
 REPLICA IDENTITY FULL: one chunk, a multiset). The readers'

@@ -1,16 +1,11 @@
-"""Asking for loads: the initial load of a new slot, and ``walcast snapshot`` while streaming.
-
-The initial load is decided before the slot exists, and recorded first: the front door
-writes a ``pending`` progress record for every published table (request ``initial``), waits
-until the progress store has it, and only then creates the slot. A crash between the two
-leaves the records; the restart creates the slot and loads. The other order could leave a
-slot whose load nobody remembers.
+"""``walcast snapshot``: ask the running daemons of a database to load tables again.
 
 ``walcast snapshot --dsn … --table schema.table [--table …]`` asks a running daemon to load
 tables again without stopping the stream (to repair a topic, or after adding a table to the
 publication). It checks each table exists and is published, then writes a
 ``walcast.snapshot.request`` logical message; every daemon streaming a slot of the database
-sees it in its stream, in order, and loads the tables its publications hold.
+sees it in its stream, in order, and loads the tables its publications hold
+(:mod:`capture.snapshot.assigner` reads it there).
 
 ``walcast snapshot --help`` is :data:`DESCRIPTION` and :data:`EXAMPLES`, written for the
 terminal.
@@ -29,47 +24,9 @@ import psycopg
 from capture import dsn as dsn_util
 from capture.errors import ConfigError, SetupError
 from capture.flags import DSN_HELP, add_command
-from capture.load_mode import MIN_SERVER_FOR_LOADS, SnapshotMode
 from capture.replication import catalog
 from capture.replication.connect import connect
-from capture.snapshot.assigner import ALL_TABLES, INITIAL_REQUEST, REQUEST_PREFIX
-from capture.state.progress import ProgressStore, TableProgress
-
-
-def resolve_mode(mode: SnapshotMode, *, creating_slot: bool, server_version: int) -> SnapshotMode:
-    """The load mode to use: ``auto`` is initial when the slot is created now, else never.
-
-    Loads need PostgreSQL 14 (logical messages): ``auto`` on an older server only streams;
-    ``initial`` and ``initial-only`` are refused there in one line.
-    """
-    if mode is SnapshotMode.AUTO:
-        if creating_slot and server_version >= MIN_SERVER_FOR_LOADS:
-            return SnapshotMode.INITIAL
-        return SnapshotMode.NEVER
-    if mode is not SnapshotMode.NEVER and server_version < MIN_SERVER_FOR_LOADS:
-        raise ConfigError(
-            f"--snapshot {mode}: loading needs PostgreSQL 14 or newer (logical messages "
-            "in pgoutput)",
-            hint="use --snapshot never, or upgrade the server",
-        )
-    return mode
-
-
-def record_initial_load(progress: ProgressStore) -> bool:
-    """Record that the publications' tables are to be loaded, unless that is already known.
-
-    One record stands for "every table of the publications" (table ``*``): the publication
-    may not exist yet (``--create-publication``), and its tables are listed when the load
-    starts. Returns whether a new initial load was recorded.
-    """
-    if any(r.request == INITIAL_REQUEST for r in progress.load()):
-        return False
-    progress.save(TableProgress(ALL_TABLES, 0, INITIAL_REQUEST, "pending"))
-    return True
-
-
-# --------------------------------------------------------------------------- the command
-
+from capture.snapshot.assigner import REQUEST_PREFIX
 
 HELP: Final = "ask running daemons to load tables again, without stopping the stream"
 """The line ``walcast --help`` shows for this command."""
