@@ -1,9 +1,13 @@
 """The one place where a front door's settings become a running pump.
 
-``walcast tail``, ``walcast run`` and ``walcast produce-test-stream`` parse their arguments,
-choose a sink (stdout, a file, Kafka) and, for loads, a progress store; everything else is
-put together here: the replication source (or the synthetic one), the load wrapped around
-it, the outputs' encoders and topic names, the ledger and the :class:`~capture.pump.Pump`
+``walcast tail``, ``walcast run`` and ``walcast produce-test-stream`` parse their arguments
+and make what outlives one pump: the sink (stdout, a file, Kafka), for loads a progress
+store, and for a replication source the side connection and the
+:class:`~capture.position.PositionLedger` (``walcast run`` keeps both across sessions: its
+health and heartbeats use the side connection between them, and it makes a new ledger only
+after a session's open units were aborted). Everything else is put together here: the
+replication source (or the synthetic one, with its own ledger), the load wrapped around it,
+the outputs' encoders and topic names, and the :class:`~capture.pump.Pump`
 (supabase/etl's ``Pipeline::new``). No front door imports another, nor builds these parts
 itself.
 

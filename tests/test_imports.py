@@ -1,18 +1,26 @@
 """The packages' imports go one way: no module imports, directly or not, one that imports it.
 
 Every import counts, also one inside a function (a lazy import still ties the two modules
-together) and one under ``TYPE_CHECKING``. ARCHITECTURE.md draws the resulting floors.
+together) and one under ``TYPE_CHECKING``. ARCHITECTURE.md states the floors in its
+```` ```floors ```` block, one ``name: entries`` line per floor, top floor first; the tests
+here read that block and fail when the code disagrees with it: a module that imports one on
+a higher floor, a module on no floor, an entry that names no module. An entry ``a.b.*`` is
+the package ``a.b`` and every module under it; a bare ``a.b`` is that one module. A module
+matched by several entries stands on the floor of the most specific one.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("capture", "pipeline")
+ARCHITECTURE = ROOT / "ARCHITECTURE.md"
+_FLOORS_BLOCK = re.compile(r"^```floors\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def module_files() -> dict[str, Path]:
@@ -116,3 +124,111 @@ def test_a_lazy_import_counts(tmp_path: Path) -> None:
     (tmp_path / "two.py").write_text("import one\n")
     graph = import_graph({"one": tmp_path / "one.py", "two": tmp_path / "two.py"})
     assert cycles(graph) == [["one", "two"]]
+
+
+Floors = list[tuple[str, list[str]]]
+
+
+def read_floors(text: str) -> Floors:
+    """The ``floors`` block of ``text``: (floor name, entries), top floor first."""
+    found = _FLOORS_BLOCK.search(text)
+    assert found, "ARCHITECTURE.md has no ```floors block"
+    floors: Floors = []
+    for line in found.group(1).splitlines():
+        if line.strip():
+            name, sep, entries = line.partition(":")
+            assert sep, f"floors line without 'name:': {line!r}"
+            floors.append((name.strip(), entries.split()))
+    return floors
+
+
+def floor_of(module: str, floors: Floors) -> int | None:
+    """The index of ``module``'s floor (0 = top), by its most specific entry; None: none."""
+    best: tuple[int, int] | None = None  # (length of the entry, floor)
+    for number, (_name, entries) in enumerate(floors):
+        for entry in entries:
+            package = entry.removesuffix(".*")
+            matches = module == package or (
+                entry.endswith(".*") and module.startswith(package + ".")
+            )
+            if matches and (best is None or len(package) > best[0]):
+                best = (len(package), number)
+    return None if best is None else best[1]
+
+
+def disagreements(graph: dict[str, set[str]], floors: Floors) -> list[str]:
+    """Where the code and the floors disagree, one line each (empty: they agree)."""
+    problems: list[str] = []
+    for number, (name, entries) in enumerate(floors):
+        for entry in entries:
+            package = entry.removesuffix(".*")
+            if package not in graph:
+                problems.append(f"floor {name!r} names {entry}, which is no module")
+            elif floor_of(package, floors) != number:
+                problems.append(f"{entry} stands on floor {name!r} and on another one too")
+    problems.extend(
+        f"{module} stands on no floor"
+        for module in sorted(graph)
+        if floor_of(module, floors) is None
+    )
+    for module, imported in sorted(graph.items()):
+        here = floor_of(module, floors)
+        for target in sorted(imported):
+            there = floor_of(target, floors)
+            if here is not None and there is not None and there < here:
+                problems.append(
+                    f"{module} (floor {floors[here][0]!r}) imports {target}, "
+                    f"on the higher floor {floors[there][0]!r}"
+                )
+    return problems
+
+
+def test_the_code_keeps_the_floors_of_architecture_md() -> None:
+    floors = read_floors(ARCHITECTURE.read_text(encoding="utf-8"))
+    problems = disagreements(import_graph(module_files()), floors)
+    assert not problems, "ARCHITECTURE.md's floors and the code disagree:\n" + "\n".join(problems)
+
+
+FLOORS_TEXT = """
+intro
+```floors
+top:    app
+middle: app.lib.* app.lib.special
+ground: base
+```
+"""
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"app": {"app.lib"}, "app.lib": {"base"}, "app.lib.special": set(), "base": set()}, []),
+        (
+            {"app": set(), "app.lib": {"app"}, "app.lib.special": set(), "base": set()},
+            ["app.lib (floor 'middle') imports app, on the higher floor 'top'"],
+        ),
+        (
+            {"app": set(), "app.lib": set(), "app.lib.x": set(), "base": {"app.lib.x"}},
+            [
+                "floor 'middle' names app.lib.special, which is no module",
+                "base (floor 'ground') imports app.lib.x, on the higher floor 'middle'",
+            ],
+        ),
+        (
+            {"app": set(), "app.lib": set(), "app.lib.special": set(), "base": set(), "new": set()},
+            ["new stands on no floor"],
+        ),
+        (
+            {"app": set(), "app.lib.special": set(), "base": set()},
+            ["floor 'middle' names app.lib.*, which is no module"],
+        ),
+    ],
+)
+def test_disagreements_finds_every_kind(graph: dict[str, set[str]], expected: list[str]) -> None:
+    assert disagreements(graph, read_floors(FLOORS_TEXT)) == expected
+
+
+def test_a_module_under_a_bare_entry_stands_on_no_floor() -> None:
+    floors = read_floors("```floors\ntop: app\n```\n")
+    assert floor_of("app", floors) == 0
+    assert floor_of("app.sub", floors) is None
