@@ -218,6 +218,11 @@ class ChangeEvent:
     """1-based position within the transaction."""
     truncate_options: int = 0
     """For TRUNCATE: bit 1 CASCADE, bit 2 RESTART IDENTITY."""
+    lsn: int = 0
+    """The change's own WAL position: the start of the XLogData message that carried its
+    pgoutput message (every table of one TRUNCATE shares it); at or before ``commit_lsn``,
+    increasing within the transaction. 0 where there is none: a load row (its position
+    is its chunk's watermark, ``commit_lsn``) and events built without a server."""
 
     @property
     def commit_time(self) -> dt.datetime:

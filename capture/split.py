@@ -40,10 +40,10 @@ def split_key_update(event: ChangeEvent) -> tuple[ChangeEvent, ...]:
         return (event,)
     delete = ChangeEvent(
         Op.DELETE, event.table, event.before, None, event.xid, event.commit_lsn,
-        event.commit_ts, event.ordinal,
+        event.commit_ts, event.ordinal, lsn=event.lsn,
     )  # fmt: skip
     insert = ChangeEvent(
         Op.INSERT, event.table, None, event.after, event.xid, event.commit_lsn,
-        event.commit_ts, event.ordinal,
+        event.commit_ts, event.ordinal, lsn=event.lsn,
     )  # fmt: skip
     return (delete, insert)

@@ -273,7 +273,7 @@ class TransactionAssembler:
             return [
                 ChangeEvent(
                     _INSERT, table, None, Image(table, new), opened.xid,
-                    opened.commit_lsn, opened.commit_ts, opened.ordinal,
+                    opened.commit_lsn, opened.commit_ts, opened.ordinal, 0, wal_start,
                 )
             ]  # fmt: skip
         if isinstance(message, pg.Update | pg.Delete):
@@ -294,7 +294,7 @@ class TransactionAssembler:
                 ChangeEvent(
                     Op.DELETE if after_tuple is None else Op.UPDATE, table, before,
                     None if after_tuple is None else Image(table, after_tuple), opened.xid,
-                    opened.commit_lsn, opened.commit_ts, opened.ordinal,
+                    opened.commit_lsn, opened.commit_ts, opened.ordinal, 0, wal_start,
                 )
             ]  # fmt: skip
         if isinstance(message, pg.Truncate):
@@ -305,7 +305,7 @@ class TransactionAssembler:
                 items.append(
                     ChangeEvent(
                         Op.TRUNCATE, table, None, None, opened.xid, opened.commit_lsn,
-                        opened.commit_ts, opened.ordinal, message.options,
+                        opened.commit_ts, opened.ordinal, message.options, wal_start,
                     )
                 )  # fmt: skip
             return items

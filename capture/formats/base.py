@@ -55,6 +55,11 @@ class EncodedMessage:
     xid: int | None = None
     ordinal: int | None = None
     """Ordinal of the (first) change the message carries."""
+    headers: tuple[tuple[str, bytes], ...] = ()
+    """The format's own Kafka headers (Debezium's key-change marks), after walcast's."""
+    change_lsn: int | None = None
+    """The WAL position of the (first) change the message carries (``ChangeEvent.lsn``; a
+    load row's: its chunk's watermark, the commit LSN); None for other messages."""
 
     @classmethod
     def for_change(
@@ -71,24 +76,45 @@ class EncodedMessage:
             event.commit_lsn,
             event.xid,
             event.ordinal,
+            change_lsn=event.lsn or event.commit_lsn,
         )
 
     def kafka_headers(
         self, source: tuple[str, bytes] | None = None
     ) -> list[tuple[str, str | bytes | None]]:
-        """Kafka headers naming the commit LSN, xid and ordinal (for replay detection).
+        """Kafka headers naming the commit LSN, xid, ordinal and change LSN (replays, order).
 
         ``source`` (the sink's ``walcast.source`` header, when it is bound to a source)
-        comes last. The order is always commit LSN, xid, ordinal, source; a header whose
-        value is unknown (None) is left out. Called once per produced message: one list
-        display, no appends.
+        comes after them, the format's own :attr:`headers` last: the order is always
+        commit LSN, xid, ordinal, change LSN, source, the format's; a header whose value
+        is unknown (None) is left out. Called once per produced message: a change message
+        takes one list display, no appends (other messages and those with headers of their
+        format take :meth:`_with_own_headers`).
         """
         shared = _transaction_headers(self.commit_lsn, self.xid)
         ordinal = self.ordinal
-        if ordinal is None:
-            return [*shared] if source is None else [*shared, source]
+        change_lsn = self.change_lsn
+        if self.headers or ordinal is None or change_lsn is None:
+            return self._with_own_headers(shared, source)
         numbered = ("walcast.ordinal", str(ordinal).encode())
-        return [*shared, numbered] if source is None else [*shared, numbered, source]
+        at = ("walcast.change_lsn", f"{change_lsn >> 32:X}/{change_lsn & 0xFFFFFFFF:X}".encode())
+        return [*shared, numbered, at] if source is None else [*shared, numbered, at, source]
+
+    def _with_own_headers(
+        self,
+        shared: tuple[tuple[str, str | bytes | None], ...],
+        source: tuple[str, bytes] | None,
+    ) -> list[tuple[str, str | bytes | None]]:
+        """:meth:`kafka_headers` of any message (the format's :attr:`headers` last)."""
+        out: list[tuple[str, str | bytes | None]] = [*shared]
+        if self.ordinal is not None:
+            out.append(("walcast.ordinal", str(self.ordinal).encode()))
+        if self.change_lsn is not None:
+            out.append(("walcast.change_lsn", format_lsn(self.change_lsn).encode()))
+        if source is not None:
+            out.append(source)
+        out.extend(self.headers)
+        return out
 
 
 @functools.lru_cache(maxsize=64)

@@ -50,8 +50,9 @@ Records, in Debezium's order:
   over the topic's partitions (no order between them, as with the connector).
 * **source**: ``name`` = the topic prefix; ``ts_ms``/``ts_us``/``ts_ns`` = the commit time;
   ``snapshot`` ``"false"`` for streamed changes; ``db`` = the database; ``txId`` = the xid;
-  ``lsn`` = the transaction's commit LSN (the connector: the change's own WAL position,
-  see known differences); ``sequence`` = ``["<end LSN of the last
+  ``lsn`` = the change's own WAL position (``ChangeEvent.lsn``: the start of the XLogData
+  message that carried it, as the connector's ``lastReceivedLsn``), at or before the
+  commit LSN; ``sequence`` = ``["<end LSN of the last
   commit before>", "<lsn>"]`` as decimal strings (the first ``null`` for the first
   transaction a process writes, as Debezium after a start without offsets); ``xmin``,
   ``origin``, ``origin_lsn`` null (xmin is Debezium's default, origins are not decoded).
@@ -74,7 +75,7 @@ Records, in Debezium's order:
   ``transaction`` block ``{"id", "total_order", "data_collection_order"}``. Debezium's id
   is ``"<xid>:<LSN>"`` with the LSN of the record at hand (the Begin message's for BEGIN,
   the event's own, the commit's end for END); walcast writes the commit LSN in place of the
-  first two (known differences below) and the commit's end for END; tombstones and
+  first (known differences below), the event's own and the commit's end; tombstones and
   skipped records are not counted. Load rows have none. Checked against the connector with
   ``debezium.schemas=true`` and truncates (test_debezium_compare.py).
 * **Heartbeats** (``heartbeats=true``): Debezium's records, key ``{"serverName": prefix}``,
@@ -140,17 +141,20 @@ Known differences (walcast reads pgoutput, the connector also reads the catalog)
   and no ``doc`` (column comments); enums are plain strings (the connector's
   ``io.debezium.data.Enum`` with ``allowed``). With a column default, JsonConverter also
   writes the default for a null value (``replace.null.with.default``); walcast writes null.
-* ``source.lsn``, the last element of ``sequence`` and the LSN in transaction ids are the
-  transaction's commit LSN: walcast's events do not keep each pgoutput message's own WAL
-  position (``ChangeEvent.lsn``, ``TransactionBegin.lsn``; used when present). The
-  connector writes each change's position, at or before the commit LSN. Both increase
-  with the commit order, so the connector's ``lsn``-based de-duplication still works.
+* The BEGIN record's transaction id holds the commit LSN where the connector has the
+  Begin message's position (``TransactionBegin`` keeps none; ``TransactionBegin.lsn`` is
+  used when present). Each change's ``source.lsn``, ``sequence`` and transaction id hold
+  its own position, as the connector's.
 * Bad input: a value no PostgreSQL server sends (an integer past 64 bits, a numeric past
   PostgreSQL's range, a bit string of other characters) and a commit time outside
   ``ts_ns``'s range (years 1677-2262) stop the stream with a DecodeError naming the table,
   column and LSN; they never reach Kafka in another form.
-* Kafka headers (``__debezium.oldkey``/``newkey``, ``__debezium.context.*``) are not
-  written; walcast writes its own (commit LSN, xid, ordinal).
+* Kafka headers: the two halves of a key change carry the connector's
+  ``__debezium.newkey`` (the delete and its tombstone) and ``__debezium.oldkey`` (the
+  create), in the default header converter's text (:mod:`.debezium_headers`), after
+  walcast's own (commit LSN, xid, ordinal, source); ``__debezium.context.*`` (off by
+  default in the connector) are not written. With ``daemon.split_key_updates`` the pump
+  splits a key change before the encoder sees it: its halves carry no such header.
 * Float digits follow JDK 19+; a connector on JDK 17 writes a few doubles with more digits
   (the same number).
 * ``source.version`` is ``source_version`` (default ``3.6.1.Final``, the version whose
@@ -170,6 +174,7 @@ from capture.events import PG_EPOCH_US, ChangeEvent, Image, Op, Table, Transacti
 from capture.events import TransactionCommit as Commit
 from capture.formats._common import PerTable, clock_us
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
+from capture.formats.debezium_headers import NEW_KEY, OLD_KEY, key_header
 from capture.formats.debezium_scalars import DecimalMode, UnrepresentableError, java_hashmap_order
 from capture.formats.debezium_schemas import (
     HEARTBEAT_KEY,
@@ -491,13 +496,26 @@ class DebeziumEncoder(Encoder, name="debezium", settings=Settings):
             return out
         if before is None:
             return out  # a delete without an old image: nothing to key or show (Debezium's)
+        # a key change: each half names the other's key (the connector's headers)
+        moved = op is Op.UPDATE and plan.key_forms is not None and after is not None
         if "d" not in skipped:
             old_key = self._key(plan, before)
-            out.append(self._record(plan, event, "d", before, None, old_key, lsn))
+            deleted = self._record(plan, event, "d", before, None, old_key, lsn)
+            if moved:
+                assert plan.key_forms is not None
+                assert after is not None
+                deleted.headers = ((NEW_KEY, key_header(plan.key_forms, after)),)
+            out.append(deleted)
             if self.settings.tombstones:
-                out.append(EncodedMessage.for_change(event, None, old_key))
+                tombstone = EncodedMessage.for_change(event, None, old_key)
+                tombstone.headers = deleted.headers
+                out.append(tombstone)
         if op is Op.UPDATE and "c" not in skipped:
-            out.append(self._record(plan, event, "c", None, after, self._key(plan, after), lsn))
+            created = self._record(plan, event, "c", None, after, self._key(plan, after), lsn)
+            if moved:
+                assert plan.key_forms is not None
+                created.headers = ((OLD_KEY, key_header(plan.key_forms, before)),)
+            out.append(created)
         return out
 
     # ------------------------------------------------------------------ transactions

@@ -302,6 +302,7 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
         self._buf = bytearray()
         self._offsets: list[int] = []
         self._first_ordinal: int | None = None
+        self._first_lsn: int | None = None
         self._segment = 0
         self.skipped_truncates = 0
         """TRUNCATE changes seen and not published (the format has no such operation)."""
@@ -459,10 +460,12 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
             txn[1] if txn else None,
             txn[0] if txn else None,
             self._first_ordinal,
+            change_lsn=self._first_lsn,
         )
         self._buf = bytearray()
         self._offsets = []
         self._first_ordinal = None
+        self._first_lsn = None
         return message
 
     def _next_segment(self) -> bytes:
@@ -496,6 +499,7 @@ class IbmDelimitedEncoder(Encoder, name="ibm", settings=Settings):
             buf = self._buf
         if self._first_ordinal is None:
             self._first_ordinal = event.ordinal
+            self._first_lsn = event.lsn or event.commit_lsn
         self._offsets.append(len(buf) + seg_offset)
         buf += record
         return out

@@ -63,6 +63,8 @@ def test_ordinary_transaction_passes_through_in_order() -> None:
     assert [e.op for e in events] == [Op.INSERT, Op.UPDATE, Op.DELETE]
     assert [e.ordinal for e in events] == [1, 2, 3]
     assert all(e.commit_lsn == 0x500 and e.xid == 700 for e in events)
+    # each change's own position: its message's XLogData start (the feeder's 0x10 steps)
+    assert [e.lsn for e in events] == [0x1030, 0x1040, 0x1050]
     update = events[1]
     assert update.before is not None
     assert update.before.key_only
@@ -85,9 +87,9 @@ def test_truncate_is_one_event_per_table() -> None:
         wire.commit(0x500, 0x510, 0),
     )  # fmt: skip
     events = changes(items)
-    assert [(e.op, e.table.name, e.ordinal, e.truncate_options) for e in events] == [
-        (Op.TRUNCATE, "t", 1, 1),
-        (Op.TRUNCATE, "u", 2, 1),
+    assert [(e.op, e.table.name, e.ordinal, e.truncate_options, e.lsn) for e in events] == [
+        (Op.TRUNCATE, "t", 1, 1, 0x1040),
+        (Op.TRUNCATE, "u", 2, 1, 0x1040),
     ]
 
 
@@ -141,6 +143,12 @@ def test_streamed_transaction_held_until_commit_and_subxact_abort_dropped(
     assert len(got) == 51
     assert all(r[3]["v"] in {"top", "after"} for r in got)
     assert [r[2] for r in got] == list(range(1, 52))
+    # held (and spilled) changes keep the positions they arrived at, in order
+    positions = [e.lsn for e in changes(items)]
+    assert positions == sorted(positions)
+    assert len(set(positions)) == 51
+    assert positions[0] > 0x1000
+    assert positions[-1] < feed.lsn
     assert items[-1] == TransactionCommit(900, 0x900, 0x910, 42, 51)
     assert feed.assembler.idle
 

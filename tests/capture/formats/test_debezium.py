@@ -22,6 +22,7 @@ from capture.formats import encoder_for, parse_settings
 from capture.formats.base import EncodedMessage, FormatOptions
 from capture.formats.debezium import DebeziumEncoder
 from capture.formats.debezium_scalars import float32, java_double, java_float, java_hashmap_order
+from capture.pgoutput.messages import UNCHANGED_TOAST
 from tests.support.events import event, keyed_table, make_table
 from tests.support.scenario import walcast
 
@@ -121,6 +122,61 @@ def test_a_key_change_is_a_delete_its_tombstone_and_a_create() -> None:
     messages = run(encoder(), update)
     assert [(v or {}).get("op") for v in values(messages)] == ["d", None, "c"]
     assert [m.key for m in messages] == [b'{"id":2}', b'{"id":2}', b'{"id":20}']
+
+
+def test_the_halves_of_a_key_change_carry_the_connector_s_key_headers() -> None:
+    """The delete and its tombstone name the new key, the create the old one.
+
+    ``__debezium.newkey``/``__debezium.oldkey`` as RelationalChangeRecordEmitter adds them,
+    in SimpleHeaderConverter's text, after walcast's headers; other records have none.
+    """
+    update = event(
+        Op.UPDATE,
+        ITEMS,
+        before={"id": "2"},
+        after={"id": "20", "name": UNCHANGED_TOAST, "price": "1.00"},
+        before_key_only=True,
+    )
+    delete, tombstone, create = run(encoder(), update)
+    walcast_headers = [
+        ("walcast.commit_lsn", b"0/16B3748"),
+        ("walcast.xid", b"700"),
+        ("walcast.ordinal", b"1"),
+        ("walcast.change_lsn", b"0/16B3748"),  # the event has no own LSN: its commit's
+    ]
+    assert delete.kafka_headers() == [*walcast_headers, ("__debezium.newkey", b'{"id":20}')]
+    assert tombstone.kafka_headers() == delete.kafka_headers()
+    source = ("walcast.source", b"1/shop/slot")
+    assert create.kafka_headers(source) == [
+        *walcast_headers,
+        source,
+        ("__debezium.oldkey", b'{"id":2}'),
+    ]
+    assert orjson.loads(create.value or b"")["after"]["name"] == "__debezium_unavailable_value"
+    plain = run(encoder(), event(Op.UPDATE, ITEMS, after={"id": "1", "name": "x"}))
+    deleted = run(encoder(), event(Op.DELETE, ITEMS, before={"id": "3"}, before_key_only=True))
+    assert [m.headers for m in plain + deleted] == [(), (), ()]
+
+
+def test_key_headers_write_values_as_kafka_connect_s_values_class() -> None:
+    """Strings quoted with only backslash and quote escaped, Decimal keys as BigDecimal."""
+    table = keyed_table(
+        [("k", "text", True), ("n", "numeric", True), ("v", "text", False)],
+        name="pairs",
+        typmods={"n": NUMERIC_10_2},
+    )
+    update = event(
+        Op.UPDATE,
+        table,
+        before={"k": 'a"b\\c', "n": "1.50"},
+        after={"k": "x\ny", "n": "-0.05", "v": "z"},
+        before_key_only=True,
+    )
+    delete, _, create = run(encoder(), update)
+    assert delete.headers == (("__debezium.newkey", b'{"k":"x\ny","n":-0.05}'),)
+    assert create.headers == (("__debezium.oldkey", b'{"k":"a\\"b\\\\c","n":1.50}'),)
+    key_only = run(encoder(skipped_operations="d"), update)
+    assert [m.headers for m in key_only] == [(("__debezium.oldkey", create.headers[0][1]),)]
 
 
 def test_update_under_default_identity_has_no_before() -> None:
