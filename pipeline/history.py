@@ -349,7 +349,12 @@ def _entries(spec: TableSpec, changes: DataFrame, current: DataFrame) -> DataFra
     """
     states = _partial_states(spec, _events(spec, changes, current)).localCheckpoint()
     last = Window.partitionBy("_k", "lsn").orderBy(F.desc("pos"), F.desc("sub"))
-    wanted = states.withColumn("_n", F.row_number().over(last)).where(F.col("_n") == 1).drop("_n")
+    wanted = (
+        states.withColumn("_n", F.row_number().over(last))
+        .where(F.col("_n") == 1)
+        .drop("_n")
+        .localCheckpoint()
+    )
     resolved = _resolve(spec, states, wanted)
     stored = current.select(
         F.struct(*[F.col(c) for c in spec.primary_key]).alias("_sk"),

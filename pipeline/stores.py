@@ -478,7 +478,15 @@ def apply_delta(
 
     base, spec = source_spec(spec), stored_spec(spec)
     if not DeltaTable.isDeltaTable(spark, path):
-        empty_table(spark, spec).write.format("delta").mode("ignore").save(path)
+        # with the feed from the table's first version on: a reader may start at version 0
+        default = "spark.databricks.delta.properties.defaults.enableChangeDataFeed"
+        if change_data_feed:
+            spark.conf.set(default, "true")
+        try:
+            empty_table(spark, spec).write.format("delta").mode("ignore").save(path)
+        finally:
+            if change_data_feed:
+                spark.conf.unset(default)
     target = DeltaTable.forPath(spark, path)
     existing = set(target.toDF().columns)
     missing = [(n, t) for n, t in spec.columns if n not in existing]
@@ -596,7 +604,11 @@ CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
 
 def _enable_change_data_feed(spark: SparkSession, target: Any, path: str) -> None:
-    """Turn the table's Change Data Feed on, unless it is (the feed starts at that version)."""
+    """Turn the table's Change Data Feed on, unless it is on.
+
+    A table made by this option has it from its first version; one turned on later has a
+    feed from that version on (a reader starts there: ``startingVersion``).
+    """
     properties = target.detail().select("properties").first()[0] or {}
     if properties.get(CHANGE_DATA_FEED) != "true":
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({CHANGE_DATA_FEED} = true)")
