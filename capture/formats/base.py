@@ -97,7 +97,8 @@ class EncodedMessage:
         if self.headers or ordinal is None or change_lsn is None:
             return self._with_own_headers(shared, source)
         numbered = ("walcast.ordinal", str(ordinal).encode())
-        at = ("walcast.change_lsn", f"{change_lsn >> 32:X}/{change_lsn & 0xFFFFFFFF:X}".encode())
+        # bytes %-formatting: a third of an f-string's cost, on every change message
+        at = ("walcast.change_lsn", b"%X/%X" % (change_lsn >> 32, change_lsn & 0xFFFFFFFF))
         return [*shared, numbered, at] if source is None else [*shared, numbered, at, source]
 
     def _with_own_headers(
