@@ -10,7 +10,7 @@ PYTHON := $(VENV)/bin/python
 SERVICES := scripts/local-services
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup prerequisites test-prerequisites demo test test-versions unit unit-nospark lint \
+.PHONY: setup prerequisites test-prerequisites demo test test-integration test-versions unit unit-nospark lint \
 	typecheck bench services-start services-stop
 
 # What the set-up needs from the system, checked before anything is downloaded: ONE line
@@ -87,8 +87,9 @@ lint: $(INSTALLED)
 typecheck: $(INSTALLED)
 	$(PYTHON) -m mypy
 
+# The contributor's loop: every unit test but the slow ones, on both cores.
 unit: $(INSTALLED)
-	$(PYTHON) -m pytest -m "not integration" -q
+	$(PYTHON) -m pytest -m "not integration and not slow" -q -n 2
 
 # The unit tests as a user without the Spark extra runs them (issue 30.5): a throwaway venv
 # with walcast's base dependencies and pyproject's `test` extra only, which must not hold
@@ -103,7 +104,7 @@ unit-nospark: | $(PYTHON)
 	    --quiet --disable-pip-version-check -e '.[test]' && \
 	  if "$$venv/bin/python" -c 'import pyspark' 2>/dev/null; then \
 	    echo "unit-nospark: pyspark is installed in $$venv; it must not be" >&2; exit 1; fi && \
-	  "$$venv/bin/python" -m pytest -m "$(UNIT_NOSPARK)" -q -p no:cacheprovider
+	  "$$venv/bin/python" -m pytest -m "$(UNIT_NOSPARK)" -q -p no:cacheprovider -n 2
 
 # The system's PostgreSQL major (Debian 12: 15, Ubuntu 24.04: 16; the newest installed, as
 # scripts/local-services picks it): every test runs on it; the capture core then runs on
@@ -118,9 +119,20 @@ OTHER_PG_MAJORS = $(filter-out $(SYSTEM_PG_MAJOR),$(SUPPORTED_PG_MAJORS))
 # the others. Each test runs once.
 test: test-prerequisites setup lint typecheck
 	$(MAKE) --no-print-directory unit-nospark
-	eval "$$($(SERVICES) start all)" && \
-	  $(PYTHON) -m pytest -q --durations=25 -m "integration or spark"
+	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-versions PG_MAJORS="$(OTHER_PG_MAJORS)"
+
+# The integration tier (and the unit tests marked spark) on the system's PostgreSQL.
+# Its tests mostly wait (on servers, on Spark, on a timeout they check), so it runs on more
+# workers than the machine has cores (pytest-xdist; TEST_WORKERS=1: one at a time). Each
+# test keeps to its own tables, slots, topics and databases, so they share the servers; the
+# few that stop or restart a shared server are marked `exclusive` and run alone afterwards.
+TEST_WORKERS ?= 3
+test-integration: test-prerequisites setup
+	eval "$$($(SERVICES) start all)" && \
+	  $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist load \
+	    -m "(integration or spark) and not exclusive" && \
+	  $(PYTHON) -m pytest -q --durations=5 -m "exclusive"
 
 # The capture core (tests marked `core`) once per PostgreSQL major, in one pytest session
 # (test ids [pg13] ...). 15 is Debian's; the others are fetched once from Maven Central and
@@ -129,7 +141,7 @@ test: test-prerequisites setup lint typecheck
 PG_MAJORS ?= $(SUPPORTED_PG_MAJORS)
 test-versions: test-prerequisites setup
 	eval "$$($(SERVICES) start kafka)" && \
-	  WALCAST_TEST_PG_VERSIONS="$(PG_MAJORS)" $(PYTHON) -m pytest -q -m core
+	  WALCAST_TEST_PG_VERSIONS="$(PG_MAJORS)" $(PYTHON) -m pytest -q -m core -n 2
 
 bench: setup
 	eval "$$($(SERVICES) start all)" && \

@@ -26,7 +26,8 @@ from bench.kit import kafka as k
 from bench.kit.daemon import RunningDaemon, confirmed_lsn, current_lsn, wait_caught_up
 from tests.support import scenario as sc
 
-pytestmark = pytest.mark.integration
+# Stops the shared Kafka and PostgreSQL: alone, after the parallel run (make test).
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 SERVICES = sc.REPO / "scripts" / "local-services"
 
 

@@ -59,12 +59,23 @@ def test_clean_traffic_passes_every_stage_without_an_error(
     assert len(seen) > 1000
 
 
-def test_mutated_traffic_raises_only_walcast_errors() -> None:
+@pytest.mark.parametrize(
+    "mutated",
+    [
+        # The contributor's loop: a twentieth of the run (its own seed: seed + 1).
+        pytest.param(MUTATED_MESSAGES // 20, id="quick"),
+        # CI's: the whole run (about 100 s of CPU).
+        pytest.param(MUTATED_MESSAGES, id="full", marks=pytest.mark.slow),
+    ],
+)
+def test_mutated_traffic_raises_only_walcast_errors(mutated: int) -> None:
     seed = int(os.environ.get("WALCAST_FUZZ_SEED", "20261124"))
-    stats = fuzz(SESSIONS, seed=seed, mutated_messages=MUTATED_MESSAGES)
+    if mutated < MUTATED_MESSAGES:
+        seed += 1  # not a prefix of the full run's messages
+    stats = fuzz(SESSIONS, seed=seed, mutated_messages=mutated)
     print(f"seed {seed}: {stats.summary()}")  # shown with -s or on failure
-    assert stats.mutated_messages >= MUTATED_MESSAGES
-    assert stats.walcast_errors.get("DecodeError", 0) > MUTATED_MESSAGES // 10
+    assert stats.mutated_messages >= mutated
+    assert stats.walcast_errors.get("DecodeError", 0) > mutated // 10
     assert not stats.findings, f"seed {seed}: {stats.summary()}\n" + "\n".join(
         str(f) for f in stats.findings[:5]
     )
