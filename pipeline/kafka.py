@@ -13,6 +13,11 @@ never a real transaction's), ``header_lsn`` (``walcast.commit_lsn``, the commit 
 the transaction or the load chunk the message belongs to, as a 64-bit number) and
 ``header_ordinal`` (``walcast.ordinal``, on messages of one change). Messages of other
 producers have none of these headers: null source, not a load, no position.
+``header_change_lsn`` is ``walcast.change_lsn`` (the WAL position of the message's first
+change, :mod:`pipeline.model`). ``header_oldkey``/``header_newkey`` are the Debezium
+connector's ``__debezium.oldkey`` and ``__debezium.newkey`` headers (the halves of a
+primary-key change, which walcast's ``--format debezium`` writes too;
+:mod:`pipeline.formats.debezium`), as text.
 """
 
 # ruff: noqa: N812, FBT003
@@ -28,7 +33,15 @@ from pipeline import pgtext
 
 RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 """The Kafka source's columns every parser reads."""
-HEADER_COLUMNS = ("source", "load", "header_lsn", "header_ordinal")
+HEADER_COLUMNS = (
+    "source",
+    "load",
+    "header_lsn",
+    "header_ordinal",
+    "header_oldkey",
+    "header_newkey",
+    "header_change_lsn",
+)
 """The columns :func:`with_walcast_headers` derives from walcast's headers."""
 RECORD_COLUMNS = (*RAW_COLUMNS, *HEADER_COLUMNS)
 """A record as the jobs hand it to a parser."""
@@ -38,8 +51,7 @@ def with_walcast_headers(records: DataFrame) -> DataFrame:
     """``records`` with :data:`HEADER_COLUMNS`, from its ``headers`` column when it has one.
 
     A frame without ``headers`` (built by hand, or read without ``includeHeaders``) gets
-    a null ``source``, ``load`` false and a null ``header_lsn``/``header_ordinal`` where it
-    lacks them.
+    a null ``source``, ``load`` false and null header columns where it lacks them.
     """
     if "headers" not in records.columns:
         missing = {
@@ -47,6 +59,9 @@ def with_walcast_headers(records: DataFrame) -> DataFrame:
             "load": F.lit(False),
             "header_lsn": F.lit(None).cast("long"),
             "header_ordinal": F.lit(None).cast("long"),
+            "header_oldkey": F.lit(None).cast("string"),
+            "header_newkey": F.lit(None).cast("string"),
+            "header_change_lsn": F.lit(None).cast("long"),
         }
         return records.withColumns({k: v for k, v in missing.items() if k not in records.columns})
     # One small map per record (built by generated code; a lambda over the array would
@@ -65,6 +80,9 @@ def with_walcast_headers(records: DataFrame) -> DataFrame:
                 header("walcast.ordinal").rlike("^[0-9]{1,18}$"),
                 header("walcast.ordinal").cast("long"),
             ),
+            "header_oldkey": header("__debezium.oldkey"),
+            "header_newkey": header("__debezium.newkey"),
+            "header_change_lsn": pgtext.lsn_number(header("walcast.change_lsn")),
         }
     )
 

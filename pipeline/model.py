@@ -12,6 +12,13 @@ representations (the JSON Schema describes the JSON form of the same record):
 * ``commit_lsn_num``: ``long`` (signed; every real LSN is below 2^63).
 * ``commit_time``: ``timestamp`` (UTC), not an ISO string.
 * ``ordinal``: ``long``.
+* ``change_lsn``: ``long``, the change's own WAL position (the start of the XLogData
+  message that carried its pgoutput message, at or before its commit LSN): Debezium's
+  ``source.lsn``, else walcast's ``walcast.change_lsn`` header on a message of one
+  change. A load row's is its chunk's watermark (its ``commit_lsn``: a load row has no
+  WAL message of its own). Null where neither says (other producers, a message of
+  several changes past its first). Informational: the apply order is the position rule
+  below, never this column (two transactions' changes interleave in the WAL).
 
 Extra columns (after the schema's): ``kafka_timestamp``, ``record_index`` (0-based
 position of the change inside its Kafka message: IBM and canal messages can hold
@@ -84,6 +91,7 @@ CHANGE = StructType(
         StructField("commit_time", TimestampType(), True),
         StructField("xid", LongType(), True),
         StructField("ordinal", LongType(), True),
+        StructField("change_lsn", LongType(), True),
         StructField("primary_key", NAMES, True),
         StructField("before", TEXT_MAP, True),
         StructField("after", TEXT_MAP, True),
@@ -166,6 +174,7 @@ MESSAGE = StructType(
         *SOURCE_FIELDS,
         StructField("header_lsn", LongType(), True),
         StructField("header_ordinal", LongType(), True),
+        StructField("header_change_lsn", LongType(), True),
         *RAW_FIELDS,
         StructField("sort_key", LongType(), True),
         StructField("record_index", IntegerType(), True),

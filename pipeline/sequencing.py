@@ -383,6 +383,10 @@ def outputs(rows: DataFrame, parser: Parser) -> tuple[DataFrame, DataFrame]:
         "commit_lsn": F.coalesce(F.col("commit_lsn"), pgtext.lsn_text(F.col("header_lsn"))),
         "commit_lsn_num": lsn,
         "ordinal": F.when(lsn.isNotNull(), ordinal),
+        # the change's own WAL position: the record's, else walcast's header (one change)
+        "change_lsn": F.coalesce(
+            F.col("change_lsn"), F.when(F.col("change_count") == 1, F.col("header_change_lsn"))
+        ),
         "commit_date": F.to_date(F.col("commit_time")),
         "record_index": F.coalesce(F.col("message_index"), F.lit(0)) + F.col("_pos"),
     }

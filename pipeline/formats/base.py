@@ -145,6 +145,7 @@ def message(**fields: Column | Any) -> list[Column]:
         "load": F.col("load"),
         "header_lsn": F.col("header_lsn"),
         "header_ordinal": F.col("header_ordinal"),
+        "header_change_lsn": F.col("header_change_lsn"),
         "kafka_topic": F.col("topic"),
         "kafka_partition": F.col("partition"),
         "kafka_offset": F.col("offset"),

@@ -15,7 +15,34 @@ and walcast's ``--format debezium`` output alike:
   IDENTITY). Tombstones (null value), transaction metadata records (``status``
   BEGIN/END), heartbeats (``{"ts_ms"}`` alone) and logical-decoding messages (``m``)
   carry no change. An update that changed the primary key arrives, as Debezium writes
-  it, as a delete of the old key and a create of the new one.
+  it, as a delete of the old key and a create of the new one (next bullet).
+* **Key changes** (issue 36). The connector marks the halves with Kafka headers: the
+  delete (and its tombstone) carries ``__debezium.newkey``, the create
+  ``__debezium.oldkey`` (the old key in the default header converter's text,
+  ``{"id":6}``, or JsonConverter's; walcast's ``--format debezium`` writes them too,
+  :mod:`capture.formats.debezium_headers`). normalize pairs them by those headers alone,
+  message by message (the halves may be in different partitions, even batches):
+
+  - the create carrying ``__debezium.oldkey`` is the key change itself: one ``update``
+    whose ``before`` is the old key (read from the header, decoded like the record's
+    key columns), whose ``after`` is the create's row, placeholder columns left out and
+    listed in ``unchanged_toast``. Materialize moves the old row to the new key and
+    keeps its values of those columns (:mod:`pipeline.fold`), as for every other format;
+  - the delete carrying ``__debezium.newkey`` carries **no change** (like its tombstone):
+    the update above deletes the old key at its own position. Decision: kept as a delete,
+    it would remove the old row before the move reads it whenever it sorts first (both
+    halves share walcast's position; a real connector's are in two partitions, whose
+    order against each other Kafka does not keep), and the new key would lose the
+    unchanged TOAST values. The cost: a delete half whose create never arrives (the
+    connector's ``skipped.operations`` holding ``c``, or a create quarantined for a bad
+    value) leaves the old row in place; the quarantine shows the second case.
+
+  Keys that cannot be paired so: a key column whose header text differs from the
+  record's (a Connect ``Decimal``, a ``numeric(p,s)`` or ``money`` key under
+  ``decimal_handling=precise``; Connect ``Date``/``Time``/``Timestamp`` under
+  ``time_precision=connect``): both halves are read as without headers, a delete and a
+  create. A create whose ``__debezium.oldkey`` does not hold every key column goes to
+  the quarantine as ``unsupported`` (the header quoted).
 * **Table**: ``source.schema``/``source.table``; ``source.db`` is the database.
 * **Positions**: a Debezium event carries the change's own LSN (``source.lsn``) and the
   previous commit's (``source.sequence``), not its commit LSN. walcast's own output
@@ -24,10 +51,23 @@ and walcast's ``--format debezium`` output alike:
   the delete and create halves of a key change share the update's position
   (:attr:`~.base.Parser.splits_key_updates`). A real connector's records have neither
   header: ``commit_lsn`` and ``ordinal`` are null, so changes keep Kafka's order (per
-  key: Debezium keys records by primary key) and replays are not detected.
-  Debezium delivers at least once: events it sends again after a restart are applied
-  again (the same final row for a table with a key; a keyless table gets the copies).
-  ``xid`` = ``source.txId``; ``commit_time`` = ``source.ts_us`` (else ``ts_ms``).
+  key: Debezium keys records by primary key). ``change_lsn`` = ``source.lsn``; ``xid`` =
+  ``source.txId``; ``commit_time`` = ``source.ts_us`` (else ``ts_ms``).
+* **Replays of a connector** (issue 31). Debezium delivers at least once: after a
+  restart it sends again the events after its last committed offset. Their place is
+  the connector's own position, ``(sequence[0], source.lsn)``: ``sequence[0]`` is the
+  previous transaction's commit LSN (the same for every event of a transaction, growing
+  with the commit order) and ``source.lsn`` the change's own WAL position (growing within
+  the transaction). In one Kafka partition that pair strictly increases (a key change's
+  create above its delete, :attr:`~.base.Parser.splits_key_updates`), so an event whose
+  pair is not above every earlier one of its partition is a replay, quarantined as
+  ``replay`` (:mod:`pipeline.sequencing`; the high-water mark crosses batches), for
+  tables with and without a key. Only streamed events (``c``, ``u``, ``d``) are placed
+  so: load rows share one position, the tables of one TRUNCATE one LSN; an event whose
+  ``sequence`` has no first element (the first transaction after a start without
+  offsets) is never taken for a replay. The pair only finds replays: it is not the
+  commit LSN (the changes keep Kafka's order), and walcast's topics use walcast's
+  headers instead.
 * **Primary key**: the layout's, else the field names of the record's key (null key:
   none, the table is kept as a multiset of rows).
 * **Values**: decoded to PostgreSQL's text by :mod:`.debezium_values`, each by its kind,
@@ -43,10 +83,12 @@ and walcast's ``--format debezium`` output alike:
   ``unavailable_value_placeholder``, default ``__debezium_unavailable_value``), or to
   its bytes as Debezium writes them for bytea (base64, hex) and int arrays (the bytes
   as numbers), is left out of the image and listed in ``unchanged_toast``: the row keeps
-  its previous value. It is never stored. A create event carrying the placeholder (the
-  new key of a primary-key update whose row had unchanged TOAST values) has no value to
-  keep: it goes to the quarantine as ``unsupported``, the columns named, rather than
-  into the table with those columns null.
+  its previous value. It is never stored. A create carrying the placeholder is the new
+  key of a primary-key change whose row had unchanged TOAST values: with its
+  ``__debezium.oldkey`` header it is that change (above); without it (a producer that
+  writes no headers, or an unpairable key) it has no value to keep and goes to the
+  quarantine as ``unsupported``, the columns named, rather than into the table with
+  those columns null.
 * Columns Debezium leaves out (``line``, ``box``, ``tsquery``, ``pg_lsn`` …) are not in
   the images; see :mod:`.debezium_values` for every value Debezium changes on the way.
 """
@@ -75,6 +117,8 @@ from pipeline.formats.base import (
 )
 from pipeline.formats.debezium_values import (
     BINARY_MODES,
+    CONNECT_TEMPORAL,
+    DECIMAL,
     DECIMAL_MODES,
     TIME_MODES,
     decoded_image,
@@ -227,12 +271,25 @@ class DebeziumParser(Parser):
             F.col("_both")[1].alias("_after"),
         )
         key_text = F.col("key").cast("string")
-        key_map = F.from_json(key_text, "map<string,string>")
-        key_names = F.when(
-            F.map_contains_key(key_map, F.lit("payload"))
-            & F.map_contains_key(key_map, F.lit("schema")),
-            F.map_keys(F.from_json(F.element_at(key_map, F.lit("payload")), "map<string,string>")),
-        ).otherwise(F.map_keys(key_map))
+        key_names = F.map_keys(_key_struct(key_text))
+        pk = F.coalesce(F.col("_layout.primary_key"), key_names, empty_names())
+        # a key change's halves (module docstring): the create is the move, the delete goes
+        pairable = (F.size(pk) > 0) & F.forall(
+            pk,
+            lambda c: F.coalesce(
+                ~F.coalesce(F.element_at(kinds, c)["cname"], F.lit("")).isin(*_UNPAIRABLE),
+                F.lit(False),  # noqa: FBT003
+            ),
+        )
+        moved = (op_raw == "c") & F.col("header_oldkey").isNotNull() & pairable
+        consumed = (op_raw == "d") & F.col("header_newkey").isNotNull() & pairable
+        old_key = F.when(moved, decoded_image(_key_struct(F.col("header_oldkey")), kinds, mode))
+        df = df.withColumn("_old_key", old_key)
+        old_key_read = (
+            F.forall(pk, lambda c: F.element_at(F.col("_old_key"), c).isNotNull())
+            & F.col("_old_key").isNotNull()
+        )
+        op = F.when(moved, F.lit("update")).otherwise(op)
         types = F.coalesce(
             layout_types,
             F.when(kinds.isNotNull(), F.transform_values(kinds, lambda _k, v: pg_type_of_kind(v))),
@@ -245,11 +302,23 @@ class DebeziumParser(Parser):
         change_error = (
             F.when(has_images & kinds.isNull(), F.lit(ERR_UNKNOWN_TABLE))
             .when(has_images & (F.size(bad) > 0), F.lit(ERR_UNSUPPORTED))
+            .when(moved & ~old_key_read, F.lit(ERR_UNSUPPORTED))
             .when((op == "insert") & (F.size(F.col("_toast")) > 0), F.lit(ERR_UNSUPPORTED))
         )
         table_name = F.concat_ws(".", F.col("_schema"), F.col("_table"))
         change_detail = (
             F.when(
+                moved & ~old_key_read & kinds.isNotNull() & (F.size(bad) == 0),
+                F.concat(
+                    F.lit("key change of "),
+                    table_name,
+                    F.lit(": the create's __debezium.oldkey header does not hold the old key ("),
+                    F.array_join(pk, ", "),
+                    F.lit("): "),
+                    F.substring(F.col("header_oldkey"), 1, 200),
+                ),
+            )
+            .when(
                 has_images & kinds.isNull(),
                 F.concat(
                     F.lit("no column types for "),
@@ -284,8 +353,11 @@ class DebeziumParser(Parser):
             database=source["db"],
             commit_time=F.timestamp_micros(micros),
             xid=source["txId"],
-            primary_key=F.coalesce(F.col("_layout.primary_key"), key_names, empty_names()),
-            before=F.when(op.isin("update", "delete"), F.col("_before")),
+            change_lsn=source["lsn"],
+            primary_key=pk,
+            before=F.when(moved, F.col("_old_key")).when(
+                op.isin("update", "delete"), F.col("_before")
+            ),
             after=F.when(op.isin("insert", "update"), F.col("_after")),
             unchanged_toast=F.when(op == "update", F.col("_toast")).otherwise(empty_names()),
             changed_columns=F.when(op == "insert", F.map_keys(F.col("_after"))).otherwise(
@@ -302,15 +374,44 @@ class DebeziumParser(Parser):
             | (op_raw == "m")
             | (op_raw.isNull() & source.isNull() & body("ts_ms").isNotNull())
         )
-        changes = F.when(error.isNotNull() | control, no_changes()).otherwise(F.array(the_change))
+        changes = F.when(error.isNotNull() | control | consumed, no_changes()).otherwise(
+            F.array(the_change)
+        )
+        # a connector's replays (module docstring): its position where walcast's is absent
+        connector = F.col("header_lsn").isNull() & op_raw.isin("c", "u", "d")
+        previous_commit = F.element_at(F.from_json(source["sequence"], "array<string>"), 1)
         return df.select(
             *message(
                 error=error,
                 error_detail=F.when(error.isNotNull(), detail),
                 change_count=F.size(changes),
                 changes=changes,
+                commit_lsn_num=F.when(connector, previous_commit.cast("long")),
+                first_ordinal=F.when(connector, source["lsn"]),
             )
         )
+
+
+_UNPAIRABLE = (DECIMAL, *CONNECT_TEMPORAL)
+"""Key kinds whose ``__debezium.oldkey`` text differs from the record's (module docstring)."""
+
+
+def _key_struct(text: Column) -> Column:
+    """A Debezium key's fields (``map<column, JSON text>``), with or without Connect schema.
+
+    The Kafka key (JsonConverter) and the key-change headers (SimpleHeaderConverter's
+    ``{"id":6}``, or JsonConverter's as a header converter) alike; strings in the
+    SimpleHeaderConverter's text may hold raw control characters.
+    """
+    found = F.from_json(text, "map<string,string>", {"allowUnquotedControlChars": "true"})
+    return F.when(
+        F.map_contains_key(found, F.lit("payload")) & F.map_contains_key(found, F.lit("schema")),
+        F.from_json(
+            F.element_at(found, F.lit("payload")),
+            "map<string,string>",
+            {"allowUnquotedControlChars": "true"},
+        ),
+    ).otherwise(found)
 
 
 def _message_error(

@@ -79,6 +79,12 @@ MICRO_DURATION = "io.debezium.time.MicroDuration"
 BITS = "io.debezium.data.Bits"
 POINT = "io.debezium.data.geometry.Point"
 JSON_NAME = "io.debezium.data.Json"
+CONNECT_TEMPORAL = (
+    "org.apache.kafka.connect.data.Date",
+    "org.apache.kafka.connect.data.Time",
+    "org.apache.kafka.connect.data.Timestamp",
+)
+"""Kafka Connect's own temporal types (``time_precision=connect``): a ``java.util.Date``."""
 
 KIND = (
     "struct<ctype:string,cname:string,scale:string,length:string,itype:string,iname:string,"

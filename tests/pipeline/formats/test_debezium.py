@@ -154,6 +154,66 @@ def test_undecodable_values_and_placeholder_creates_are_quarantined(spark) -> No
     assert "unchanged-TOAST placeholders" in second["changes"][0]["error_detail"]
 
 
+def _parse_with_headers(spark, values: list[tuple[bytes | None, Any, str | None, str | None]]):
+    """``_parse`` of records carrying ``__debezium.oldkey``/``newkey`` (text or None)."""
+    import datetime as dt  # noqa: PLC0415
+
+    from pipeline.formats import parser_for  # noqa: PLC0415
+    from pipeline.kafka import with_walcast_headers  # noqa: PLC0415
+    from tests.pipeline.conftest import RECORD_SCHEMA  # noqa: PLC0415
+
+    when = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
+    rows = [
+        (k, None if v is None else json.dumps(v).encode(), "t", 0, i, when, old, new)
+        for i, (k, v, old, new) in enumerate(values)
+    ]
+    frame = spark.createDataFrame(
+        rows, f"{RECORD_SCHEMA}, header_oldkey string, header_newkey string"
+    )
+    parsed = parser_for("debezium").parse(with_walcast_headers(frame), _empty_layouts(spark))
+    return parsed.orderBy("kafka_offset").collect()
+
+
+def test_the_halves_of_a_key_change_pair_by_the_connector_s_headers(spark) -> None:
+    """The create with ``__debezium.oldkey`` is one update from the old key, placeholder
+    columns unchanged; the delete with ``__debezium.newkey`` and its tombstone carry none.
+
+    The header in SimpleHeaderConverter's text and in JsonConverter's (schema, payload);
+    a header without the key column sends the change to the quarantine, naming it.
+    """
+    moved = {"id": 6, "body": PLACEHOLDER, "day": 3, "raw": None}
+    before = {"id": 5, "body": None, "day": None, "raw": None}
+    json_header = json.dumps({"schema": {"type": "struct"}, "payload": {"id": 7}})
+    rows = _parse_with_headers(
+        spark,
+        [
+            (key(5, schema=True), with_schema(event("d", before=before)), None, '{"id":6}'),
+            (key(5, schema=True), None, None, '{"id":6}'),
+            (key(6, schema=True), with_schema(event("c", after=moved)), '{"id":5}', None),
+            (key(8, schema=True), with_schema(event("c", after=moved)), json_header, None),
+            (key(9, schema=True), with_schema(event("c", after=moved)), '{"x":1}', None),
+            (key(5, schema=True), with_schema(event("d", before=before)), None, None),
+        ],
+    )
+    assert [(r["error"], r["change_count"]) for r in rows] == [
+        (None, 0), (None, 0), (None, 1), (None, 1), (None, 1), (None, 1),
+    ]  # fmt: skip
+    change = rows[2]["changes"][0]
+    assert (change["op"], change["error"]) == ("update", None)
+    assert change["before"] == {"id": "5"}
+    assert change["after"] == {"id": "6", "day": "1970-01-04", "raw": None}
+    assert change["unchanged_toast"] == ["body"]
+    assert rows[3]["changes"][0]["before"] == {"id": "7"}
+    bad = rows[4]["changes"][0]
+    assert bad["error"] == "unsupported"
+    assert bad["error_detail"] == (
+        "key change of public.docs: the create's __debezium.oldkey header does not hold "
+        'the old key (id): {"x":1}'
+    )
+    # a delete without the header is an ordinary delete
+    assert (rows[5]["changes"][0]["op"], rows[5]["changes"][0]["before"]["id"]) == ("delete", "5")
+
+
 def test_malformed_and_unknown_ops(spark) -> None:
     rows = _parse(
         spark,
