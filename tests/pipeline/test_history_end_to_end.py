@@ -123,6 +123,10 @@ def run(pg_dsn: str, kafka_bootstrap: str, spark, tmp_path_factory: pytest.TempP
         _wait_for(daemon, "snapshot_table_done", 1)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"SET search_path = {SCHEMA}")
+            # the test servers run with synchronous_commit off: a commit could return before
+            # its record is written, and pg_current_wal_lsn() (the write position) would then
+            # be before the commit it follows (seen: 0/5D266000 after a commit at 0/5D267610)
+            conn.execute("SET synchronous_commit = on")
             for statement in WORKLOAD:
                 conn.execute(statement)
                 columns, _, rows = source_rows(dsn, TABLE)
@@ -172,7 +176,7 @@ def test_history_as_of_each_recorded_lsn_equals_postgres(run: Run, spark) -> Non
     assert per_key == Counter({"1": 3, "2": 1, "21": 1, "3": 2, "4": 2, "5": 1, "50": 2})
 
 
-def show(run: Run, *args: str, timeout: float = 300):
+def show(run: Run, *args: str, timeout: float = 900):
     return sc.walcast(
         "spark", "show", "--tables", run.state, "--table", f"{SCHEMA}.{TABLE}", *args,
         timeout=timeout,
@@ -219,12 +223,12 @@ def test_history_on_parquet_is_refused_and_a_parquet_table_has_none(
     assert_one_line_error(done, "--history needs Delta Lake tables")
     done = sc.walcast(
         "spark", "materialize", "--input", run.changes, "--output", str(tmp_path / "p"),
-        "--checkpoint", str(tmp_path / "c"), "--parquet", "--available-now",
+        "--checkpoint", str(tmp_path / "c"), "--parquet", "--available-now", timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     done = sc.walcast(
         "spark", "show", "--tables", str(tmp_path / "p"), "--table", f"{SCHEMA}.{TABLE}",
-        "--as-of-lsn", run.moments[0].lsn,
+        "--as-of-lsn", run.moments[0].lsn, timeout=900,
     )  # fmt: skip
     assert done.returncode == 2
     assert_one_line_error(done, "a Parquet table, which keeps no history", "--history")
