@@ -90,8 +90,11 @@ last change read, in <output>/source-<database>.<slot>.<system id>/<schema>/
 <table>. Each batch is applied once, also after a restart from --checkpoint.
 
 The tables are Delta Lake tables (one MERGE per table and batch) when
-delta-spark and its jar are installed, else Parquet; --delta or --parquet
-chooses. Column types come from the layouts walcast publishes on Kafka (with
+delta-spark and its jar are installed, else Parquet; --store delta|parquet|
+iceberg chooses (--delta and --parquet still work). Iceberg tables go to a
+Hadoop catalog whose warehouse is --output, or to the Spark catalog
+"walcast" when --conf spark.sql.catalog.walcast=... configures one. Column
+types come from the layouts walcast publishes on Kafka (with
 --bootstrap-servers), else from the changes; --text keeps every column as
 PostgreSQL's text. Every row ends with the commit LSN, commit time and
 operation of the change that last wrote it (_walcast_commit_lsn, …).
@@ -100,10 +103,10 @@ operation of the change that last wrote it (_walcast_commit_lsn, …).
 source row in <schema>/_walcast_history/<table> (valid from/to commit LSN
 and time), which walcast spark show --as-of-lsn reads; --change-data-feed
 turns Delta's Change Data Feed on for the tables. An --input directory that
-does not exist, or
---history or --change-data-feed with --parquet (exit 2), or no broker
-answering within --kafka-timeout seconds (exit 4) is one line, before Spark
-starts."""
+does not exist, --history or --change-data-feed with --parquet or iceberg,
+an --output Iceberg cannot write (exit 2), or no broker answering within
+--kafka-timeout seconds (exit 4) is one line, before Spark starts; so is an
+Iceberg catalog that does not answer, once Spark has started (exit 2)."""
 """What ``walcast spark materialize --help`` says."""
 
 MATERIALIZE_EXAMPLES: Final = (
@@ -119,6 +122,10 @@ MATERIALIZE_EXAMPLES: Final = (
     (
         "walcast spark materialize --input /data/changes --output /data/tables \\\n"
         "    --checkpoint /data/ckpt/materialize --delta --history --change-data-feed"
+    ),
+    (
+        "walcast spark materialize --input /data/changes --output /data/lake \\\n"
+        "    --checkpoint /data/ckpt/materialize --store iceberg"
     ),
 )
 
@@ -344,6 +351,12 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="write Parquet tables (default when Delta Lake is not installed)",
     )
+    store.add_argument(
+        "--store",
+        choices=STORES,
+        help="where the tables go: delta, parquet or iceberg (Apache Iceberg, MERGE INTO; "
+        "default: delta when delta-spark and its jar are installed, else parquet)",
+    )
     parser.add_argument(
         "--text",
         action="store_true",
@@ -425,7 +438,11 @@ def add_show_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def session_from_args(
-    args: argparse.Namespace, app_name: str, *, use_delta: bool | None = None
+    args: argparse.Namespace,
+    app_name: str,
+    *,
+    use_delta: bool | None = None,
+    iceberg: bool = False,
 ) -> SparkSession:
     """Build the Spark session the arguments ask for."""
     from pipeline.session import SessionOptions, build_session  # noqa: PLC0415
@@ -437,6 +454,7 @@ def session_from_args(
         master=args.master or "local[2]",
         app_name=app_name,
         use_delta=use_delta,
+        iceberg=iceberg,
         extra={"spark.ui.showConsoleProgress": "false", **_pairs(args.conf, "--conf")},
     )
     return build_session(options)
@@ -518,11 +536,15 @@ def normalize_job(args: argparse.Namespace) -> NormalizeJob:
 def materialize_job(args: argparse.Namespace) -> MaterializeJob:
     """The materialize job the arguments describe (the CLI's and spark-submit's mapping)."""
     from pipeline.history import PARQUET_REFUSAL  # noqa: PLC0415
+    from pipeline.iceberg_store import refuse_unsupported  # noqa: PLC0415
     from pipeline.materialize import MaterializeJob  # noqa: PLC0415
 
-    if args.history and args.delta is False:
+    store = store_choice(args)
+    if store == "iceberg":
+        refuse_unsupported(history=args.history, change_data_feed=args.change_data_feed)
+    if args.history and store == "parquet":
         raise ConfigError(PARQUET_REFUSAL, hint="drop --parquet (Delta Lake is then required)")
-    if args.change_data_feed and args.delta is False:
+    if args.change_data_feed and store == "parquet":
         raise ConfigError(
             "--change-data-feed is Delta Lake's: Parquet tables have no change feed",
             hint="drop --parquet",
@@ -538,7 +560,8 @@ def materialize_job(args: argparse.Namespace) -> MaterializeJob:
         **_job_kwargs(args),
         normalized=args.input,
         state=args.output,
-        use_delta=args.delta,
+        use_delta={"delta": True, "parquet": False, "iceberg": False}.get(store or ""),
+        store=store,
         typed=not args.text,
         max_files_per_trigger=args.max_files_per_trigger,
         history=args.history,
@@ -578,13 +601,57 @@ def check_local_input(path: str) -> None:
         )
 
 
+STORES: Final = ("delta", "parquet", "iceberg")
+"""The stores ``--store`` names."""
+
+
+def store_choice(args: argparse.Namespace) -> str | None:
+    """The store the arguments ask for (``--store``, ``--delta``, ``--parquet``; None: auto)."""
+    if getattr(args, "store", None):
+        return str(args.store)
+    return {True: "delta", False: "parquet"}.get(args.delta)
+
+
+def _conf_names_catalog(args: argparse.Namespace) -> bool:
+    """Whether ``--conf`` configures the Spark catalog ``walcast`` (a user's Iceberg catalog)."""
+    from pipeline.iceberg_store import CATALOG_SETTING  # noqa: PLC0415
+
+    return any(item.partition("=")[0].strip() == CATALOG_SETTING for item in args.conf)
+
+
+def check_warehouse(path: str) -> None:
+    """ConfigError when ``--output``, the Iceberg Hadoop catalog's warehouse, cannot be written.
+
+    Checked for a local directory before any JVM starts (created when missing, and a probe
+    file written and removed); other file systems are left to Spark.
+    """
+    local = path.removeprefix("file://").removeprefix("file:")
+    if "://" in local:
+        return
+    try:
+        Path(local).mkdir(parents=True, exist_ok=True)
+        probe = Path(local) / f".walcast-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"--output {path}: the Iceberg warehouse cannot be written there "
+            f"({exc.strerror or exc})",
+            hint="give a directory this user can create and write",
+        ) from None
+
+
 def run_materialize(args: argparse.Namespace) -> int:
     """Run the materialize job from parsed arguments."""
     check_local_input(args.input)
     job = materialize_job(args)
+    if job.store == "iceberg" and not _conf_names_catalog(args):
+        check_warehouse(args.output)
     job.check()  # a dead broker: one line, before any JVM starts
     quiet_python_loggers()
-    spark = session_from_args(args, "walcast-materialize", use_delta=args.delta)
+    spark = session_from_args(
+        args, "walcast-materialize", use_delta=job.use_delta, iceberg=job.store == "iceberg"
+    )
     job.run(spark)  # the session is the process's (getOrCreate): not stopped here
     return 0
 

@@ -21,8 +21,9 @@ exactly once). Per micro-batch and per source table:
 3. **Multiset** (no primary key, REPLICA IDENTITY FULL): a row is identified by its whole
    image; insert adds a copy, delete removes one copy matching the before image, update
    does both. Such tables keep a ``_walcast_row_key`` column (the row image as JSON).
-4. **Apply**: with Delta Lake (when the session has it) one ``MERGE`` per table and
-   batch (plus a ``DELETE`` for TRUNCATE), made idempotent with Delta's
+4. **Apply**: with Apache Iceberg (``store="iceberg"``) one ``MERGE INTO`` per table and
+   batch (:mod:`pipeline.iceberg_store`); with Delta Lake (when the session has it) one
+   ``MERGE`` per table and batch (plus a ``DELETE`` for TRUNCATE), made idempotent with Delta's
    ``txnAppId``/``txnVersion``; without Delta, the affected table's state is rewritten
    as Parquet into a new version directory and ``_CURRENT`` is switched to it
    (:func:`read_table` reads it), skipped when the table already has the batch.
@@ -62,6 +63,7 @@ from pipeline import preflight
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
 from pipeline.history import PARQUET_REFUSAL, HistoryOrderError, apply_history
+from pipeline.iceberg_store import apply_iceberg, check_catalog, refuse_unsupported
 from pipeline.layouts import latest_layouts, layout_topic_name, read_layouts, warn_sourceless
 from pipeline.model import LOG_ORDER, NORMALIZED, order_columns
 from pipeline.normalize import rate_text
@@ -103,6 +105,7 @@ def apply_batch(
     history_columns: Sequence[str] | None = None,
     change_data_feed: bool = False,
     without_history: set[str] | None = None,
+    store: str | None = None,
 ) -> dict[str, int]:
     """Apply one batch of normalized changes to the state tables.
 
@@ -112,8 +115,12 @@ def apply_batch(
     holds changes of several sources. With ``history`` (Delta only: ConfigError
     otherwise), each keyed table's history is updated too (``history_columns``: the
     tracked columns); the names of tables left without one (no primary key) are added to
-    ``without_history``.
+    ``without_history``. ``store="iceberg"`` writes Iceberg tables (else ``use_delta``
+    or the session picks Delta or Parquet).
     """
+    iceberg = store == "iceberg"
+    if iceberg:
+        refuse_unsupported(history=history, change_data_feed=change_data_feed)
     delta = session_uses_delta(spark) if use_delta is None else use_delta
     if (history or change_data_feed) and not delta:
         what = PARQUET_REFUSAL if history else "--change-data-feed needs Delta Lake tables"
@@ -159,7 +166,12 @@ def apply_batch(
         )
         path = table_path(state_root, schema, table, source)
         label = _label(source, schema, table, several=several)
-        if delta:
+        if iceberg:
+            apply_iceberg(
+                spark, state_root, spec, part, batch_id, f"{app_id}:{path}", order,
+                source=source,
+            )  # fmt: skip
+        elif delta:
             apply_delta(
                 spark, path, spec, part, batch_id, f"{app_id}:{path}", order,
                 change_data_feed=change_data_feed,
@@ -228,6 +240,8 @@ class MaterializeJob:
     """The tracked columns of the histories (None: every column)."""
     change_data_feed: bool = False
     """Turn Delta's Change Data Feed on for the state tables."""
+    store: str | None = None
+    """``iceberg`` for Apache Iceberg tables (None: ``use_delta`` or the session decides)."""
     report: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
     """Where the per-batch lines and the summary go."""
     applied: dict[str, int] = field(default_factory=dict)
@@ -258,7 +272,10 @@ class MaterializeJob:
         spark.conf.set("spark.sql.ansi.enabled", "false")
         spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
         delta = session_uses_delta(spark) if self.use_delta is None else self.use_delta
-        if (self.history or self.change_data_feed) and not delta:
+        if self.store == "iceberg":
+            refuse_unsupported(history=self.history, change_data_feed=self.change_data_feed)
+            check_catalog(spark)
+        elif (self.history or self.change_data_feed) and not delta:
             flag = "--history" if self.history else "--change-data-feed"
             raise ConfigError(
                 f"{flag} needs Delta Lake tables, and this session has no Delta Lake",
@@ -301,6 +318,7 @@ class MaterializeJob:
                     history_columns=self.history_columns,
                     change_data_feed=self.change_data_feed,
                     without_history=without_history,
+                    store=self.store,
                 )
             except WalcastError as exc:
                 self.failure = exc

@@ -11,6 +11,11 @@ Invariants:
 * :func:`build_session` returns a session whose classpath holds the Kafka source and
   spark-avro; Delta Lake is configured exactly when its jar is in the cache and the
   ``delta`` Python package imports (:func:`delta_available`).
+* Apache Iceberg (``iceberg-spark-runtime``, cached with the other jars) is on the
+  classpath, with its SQL extension, only in a session built with
+  ``SessionOptions(iceberg=True)``: any other session loads neither its jar nor its
+  extension, so Delta and Parquet sessions start and plan as before. The catalogs the
+  Iceberg store writes through are registered at run time (:mod:`pipeline.iceberg_store`).
 * ``spark.sql.mapKeyDedupPolicy`` is ``LAST_WIN``: the parsers and materialize overlay
   row images with ``map_concat`` (a later image's value wins).
 * Timestamps are rendered and parsed in UTC (``spark.sql.session.timeZone``).
@@ -62,13 +67,24 @@ def jars_dir(version: str | None = None) -> Path:
     return cache_dir() / f"spark-{version or spark_version()}" / "jars"
 
 
-def ensure_jars(*, fetch: bool = True) -> list[Path]:
+ICEBERG_JAR_PREFIX = "iceberg-spark-runtime-"
+"""The Iceberg Spark runtime's file name starts so (one shaded jar)."""
+
+ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def ensure_jars(*, fetch: bool = True, iceberg: bool = False) -> list[Path]:
     """Return the cached connector jars, running ``scripts/fetch-spark-jars`` if needed.
 
-    Raises :class:`SparkSetupError` when the cache is incomplete and cannot be filled.
+    With ``iceberg``, a cache filled before walcast fetched Iceberg's runtime is filled
+    again (the script resolves what its ``.complete`` marker lacks). Raises
+    :class:`SparkSetupError` when the cache is incomplete and cannot be filled.
     """
     directory = jars_dir()
-    if not (directory / ".complete").exists() and fetch:
+    complete = (directory / ".complete").exists()
+    if complete and iceberg and not any(directory.glob(ICEBERG_JAR_PREFIX + "*.jar")):
+        complete = False
+    if not complete and fetch:
         if not FETCH_SCRIPT.exists():
             raise SparkSetupError(f"{directory} is empty and {FETCH_SCRIPT} is missing")
         done = subprocess.run(
@@ -82,7 +98,13 @@ def ensure_jars(*, fetch: bool = True) -> list[Path]:
         raise SparkSetupError(
             f"no Spark connector jars in {directory}: run scripts/fetch-spark-jars"
         )
-    return sorted(directory.glob("*.jar"))
+    jars = sorted(directory.glob("*.jar"))
+    if iceberg and not any(p.name.startswith(ICEBERG_JAR_PREFIX) for p in jars):
+        raise SparkSetupError(
+            f"no Iceberg Spark runtime in {directory}: run scripts/fetch-spark-jars "
+            "(without --iceberg-version none)"
+        )
+    return jars
 
 
 def delta_available(jars: list[Path] | None = None) -> bool:
@@ -104,6 +126,8 @@ class SessionOptions:
     ui: bool = False
     use_delta: bool | None = None
     """None: use Delta when available."""
+    iceberg: bool = False
+    """Load Apache Iceberg's runtime jar and SQL extension (``--store iceberg``)."""
     extra: dict[str, str] = field(default_factory=dict)
     """More Spark settings (``--conf`` style)."""
 
@@ -113,7 +137,9 @@ def build_session(options: SessionOptions | None = None) -> SparkSession:
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     opts = options or SessionOptions()
-    jars = ensure_jars()
+    jars = ensure_jars(iceberg=opts.iceberg)
+    if not opts.iceberg:
+        jars = [p for p in jars if not p.name.startswith(ICEBERG_JAR_PREFIX)]
     builder = SparkSession.builder.appName(opts.app_name)
     if opts.master:
         builder = builder.master(opts.master)
@@ -140,6 +166,9 @@ def build_session(options: SessionOptions | None = None) -> SparkSession:
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
             "spark.databricks.delta.snapshotPartitions": str(max(opts.shuffle_partitions, 1)),
         }
+    if opts.iceberg:
+        extensions = [settings.get("spark.sql.extensions"), ICEBERG_EXTENSION]
+        settings["spark.sql.extensions"] = ",".join(e for e in extensions if e)
     settings |= opts.extra
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -178,6 +207,12 @@ def _log4j_config(level: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return path
+
+
+def session_uses_iceberg(spark: SparkSession) -> bool:
+    """Whether ``spark`` was built with Apache Iceberg (its SQL extension)."""
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    return ICEBERG_EXTENSION in extensions
 
 
 def session_uses_delta(spark: SparkSession) -> bool:

@@ -10,6 +10,9 @@ changes' ``column_types``) and primary key. Two stores apply a batch's fold
   directory and ``_CURRENT`` is switched to it (:func:`read_table` reads it); a batch the
   table already has is skipped.
 
+A third, Apache Iceberg, lives in :mod:`pipeline.iceberg_store` and runs this module's
+MERGEs (:func:`_merge_by_key`, :func:`_merge_multiset`) as SQL ``MERGE INTO``.
+
 Every stored row ends with the change that last wrote it (``_walcast_commit_lsn``,
 ``_walcast_commit_time``, ``_walcast_op``: :mod:`pipeline.lineage`, added by
 :func:`stored_spec`). With ``change_data_feed``, :func:`apply_delta` turns Delta's Change
@@ -217,6 +220,8 @@ def _is_table(spark: SparkSession, path: str) -> bool:
     return bool(
         fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}"))
         or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log"))
+        # an Iceberg table of a Hadoop catalog (pipeline.iceberg_store)
+        or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/metadata/version-hint.text"))
     )
 
 
@@ -248,7 +253,7 @@ def read_table(
     as_of_lsn: int | str | None = None,
     as_of_time: dt.datetime | str | None = None,
 ) -> DataFrame:
-    """The current state of ``schema.table`` (Delta or Parquet), as written by materialize.
+    """The current state of ``schema.table`` (Delta, Parquet or Iceberg), as materialize wrote it.
 
     ``source`` (``<system identifier>/<database>/<slot>``) picks a source's copy; without
     it, the table must exist for one source only (a ValueError names the copies).
@@ -274,6 +279,10 @@ def read_table(
     version = current_version(spark, path)
     if version is not None:
         return spark.read.parquet(f"{path}/{version}")
+    from pipeline.iceberg_store import is_iceberg_table, read_iceberg  # noqa: PLC0415 - a cycle
+
+    if is_iceberg_table(spark, path):
+        return read_iceberg(spark, path)
     return spark.read.format("delta").load(path)
 
 

@@ -48,9 +48,12 @@ def spark() -> Iterator[object]:
     # PySpark hands timestamps to Python in the process's local zone: make it UTC.
     os.environ["TZ"] = "UTC"
     time.tzset()
+    # Iceberg beside Delta: the Iceberg store's tests share the session (the jar and its
+    # SQL extension load only when asked, as in `materialize --store iceberg`).
     session = build_session(
         SessionOptions(
             shuffle_partitions=2,
+            iceberg=True,
             extra={
                 "spark.sql.ansi.enabled": "false",
                 "spark.default.parallelism": "2",

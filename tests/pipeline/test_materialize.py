@@ -3,7 +3,7 @@
 The key-move cases: an UPDATE that changes a row's primary key while a column is not
 sent (unchanged TOAST) must keep that column's value in the new key's row, whether the
 old row was stored by an earlier batch, built earlier in the same batch, or moved more
-than once in the batch. Both stores (Parquet and Delta) are checked.
+than once in the batch. Every store (Parquet, Delta and Iceberg) is checked.
 """
 
 from __future__ import annotations
@@ -89,9 +89,17 @@ class Changes:
         return spark.createDataFrame(full, NORMALIZED)
 
 
-@pytest.fixture(params=["parquet", "delta"])
-def store(request: pytest.FixtureRequest) -> bool:
-    return request.param == "delta"
+STORES = {
+    "parquet": {"use_delta": False},
+    "delta": {"use_delta": True},
+    "iceberg": {"store": "iceberg"},
+}
+"""Each store as ``apply_batch``'s keywords."""
+
+
+@pytest.fixture(params=list(STORES))
+def store(request: pytest.FixtureRequest) -> dict:
+    return STORES[request.param]
 
 
 def state(spark, root: str) -> dict[int, tuple[str | None, str | None]]:
@@ -100,18 +108,16 @@ def state(spark, root: str) -> dict[int, tuple[str | None, str | None]]:
 
 
 def test_a_key_move_keeps_the_unsent_toast_column_of_a_stored_row(
-    spark, tmp_path, store: bool
+    spark, tmp_path, store: dict
 ) -> None:
     root = str(tmp_path / "state")
     changes = Changes()
-    apply_batch(
-        spark, changes.insert(7, 1, BODY_A).frame(spark), root, 0, use_delta=store, typed=False
-    )
-    apply_batch(spark, changes.move(7, 8, 1).frame(spark), root, 1, use_delta=store, typed=False)
+    apply_batch(spark, changes.insert(7, 1, BODY_A).frame(spark), root, 0, **store, typed=False)
+    apply_batch(spark, changes.move(7, 8, 1).frame(spark), root, 1, **store, typed=False)
     assert state(spark, root) == {8: ("1", BODY_A)}
 
 
-def test_key_moves_inside_one_batch_follow_the_row(spark, tmp_path, store: bool) -> None:
+def test_key_moves_inside_one_batch_follow_the_row(spark, tmp_path, store: dict) -> None:
     root = str(tmp_path / "state")
     changes = Changes()
     apply_batch(
@@ -119,7 +125,7 @@ def test_key_moves_inside_one_batch_follow_the_row(spark, tmp_path, store: bool)
         changes.insert(30, 1, BODY_A).insert(31, 1, BODY_B).insert(40, 1, BODY_A).frame(spark),
         root,
         0,
-        use_delta=store,
+        **store,
         typed=False,
     )
     batch = (
@@ -136,7 +142,7 @@ def test_key_moves_inside_one_batch_follow_the_row(spark, tmp_path, store: bool)
         .delete(51)
         .frame(spark)
     )
-    apply_batch(spark, batch, root, 1, use_delta=store, typed=False)
+    apply_batch(spark, batch, root, 1, **store, typed=False)
     assert state(spark, root) == {
         8: ("2", BODY_A),
         42: ("4", BODY_A),
@@ -146,7 +152,7 @@ def test_key_moves_inside_one_batch_follow_the_row(spark, tmp_path, store: bool)
 
 
 def test_a_key_move_of_an_unknown_row_is_kept_out_not_stored_partial(
-    spark, tmp_path, store: bool, caplog: pytest.LogCaptureFixture
+    spark, tmp_path, store: dict, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The old row is in neither the batch nor the store (materialize started late).
 
@@ -155,13 +161,9 @@ def test_a_key_move_of_an_unknown_row_is_kept_out_not_stored_partial(
     """
     root = str(tmp_path / "state")
     changes = Changes()
-    apply_batch(
-        spark, changes.insert(1, 1, BODY_A).frame(spark), root, 0, use_delta=store, typed=False
-    )
+    apply_batch(spark, changes.insert(1, 1, BODY_A).frame(spark), root, 0, **store, typed=False)
     with caplog.at_level(logging.WARNING, logger="pipeline.stores"):
-        apply_batch(
-            spark, changes.move(5, 6, 9).frame(spark), root, 1, use_delta=store, typed=False
-        )
+        apply_batch(spark, changes.move(5, 6, 9).frame(spark), root, 1, **store, typed=False)
     assert state(spark, root) == {1: ("1", BODY_A)}
     assert [r.getMessage() for r in caplog.records] == [
         (
@@ -174,7 +176,7 @@ def test_a_key_move_of_an_unknown_row_is_kept_out_not_stored_partial(
 
 
 def test_an_update_of_an_unknown_row_is_stored_only_when_complete(
-    spark, tmp_path, store: bool, caplog: pytest.LogCaptureFixture
+    spark, tmp_path, store: dict, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An update of a row the table does not hold: stored when it sent every column.
 
@@ -184,16 +186,14 @@ def test_an_update_of_an_unknown_row_is_stored_only_when_complete(
     """
     root = str(tmp_path / "state")
     changes = Changes()
-    apply_batch(
-        spark, changes.insert(1, 1, BODY_A).frame(spark), root, 0, use_delta=store, typed=False
-    )
+    apply_batch(spark, changes.insert(1, 1, BODY_A).frame(spark), root, 0, **store, typed=False)
     with caplog.at_level(logging.WARNING, logger="pipeline.stores"):
         apply_batch(
             spark,
             changes.update(3, 2).update(1, 7).update(3, 5).frame(spark),
             root,
             1,
-            use_delta=store,
+            **store,
             typed=False,
         )
     assert state(spark, root) == {1: ("7", BODY_A)}
@@ -206,7 +206,7 @@ def test_an_update_of_an_unknown_row_is_stored_only_when_complete(
             changes.full_update(3, 6, BODY_B).full_move(8, 4, 1, BODY_A).frame(spark),
             root,
             2,
-            use_delta=store,
+            **store,
             typed=False,
         )
     assert state(spark, root) == {1: ("7", BODY_A), 3: ("6", BODY_B), 4: ("1", BODY_A)}

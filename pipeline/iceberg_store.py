@@ -1,0 +1,375 @@
+"""The Apache Iceberg store: one MERGE per table and batch into an Iceberg table.
+
+``walcast spark materialize --store iceberg`` applies the same fold as the Delta store
+(:mod:`pipeline.fold`, one final change per key and batch) with the same MERGE clauses:
+:func:`apply_iceberg` hands :func:`pipeline.stores._merge_by_key` and
+:func:`pipeline.stores._merge_multiset` a target (:class:`_IcebergTarget`) that speaks
+Delta's Python merge builder and runs it as one SQL ``MERGE INTO`` on the Iceberg table.
+The rules are the Delta store's, so the stores cannot drift apart: a keyed table is
+merged by its primary key, a keyless one (REPLICA IDENTITY FULL) is a multiset on
+``_walcast_row_key``, the no-partial-rows rule keeps orphans out, and every row ends with
+the ``_walcast_`` columns of the change that last wrote it (:mod:`pipeline.lineage`).
+
+Invariants:
+
+* **Where a table lives.** Without a catalog of the user's, the tables are in an
+  Iceberg *Hadoop catalog* whose warehouse is materialize's ``--output`` root (no server;
+  decision: no separate warehouse flag, so an Iceberg table sits exactly where
+  :func:`pipeline.stores.table_path` puts a Delta one, and ``read_table`` finds it the same
+  way). The catalog is registered at run time under a name derived from the root
+  (:func:`catalog_for`), so one session may write several roots. A user's catalog is the
+  Spark catalog ``walcast`` (``--conf spark.sql.catalog.walcast=…``: REST, Hive, Glue,
+  Nessie, JDBC), used as configured when set. Either way a table's identifier is
+  ``<catalog>.<source dir>.<schema>.<table>`` (a nested namespace, :func:`table_name`;
+  changes without a source: ``<catalog>.<schema>.<table>``).
+* **Exactly once.** Each commit of a batch (the TRUNCATE's ``DELETE``, then the
+  ``MERGE``) carries ``walcast.app-id``, ``walcast.batch-id`` and ``walcast.step`` in its
+  snapshot summary, written by the same commit (Iceberg's ``CommitMetadata``). Before a
+  step, the table's newest snapshot of this app id is read: a step at or before the
+  ``(batch, step)`` it records is skipped. A batch replayed after a crash therefore
+  applies only what it had not committed, as Delta's ``txnAppId``/``txnVersion`` do. An
+  expired snapshot loses nothing: the newest one of the app is never older than the last
+  commit, and snapshot expiry keeps the current snapshot.
+* **Schema.** A column the table lacks is added (``ALTER TABLE … ADD COLUMNS``), as in the
+  Delta store. Iceberg has no 8- or 16-bit integers: ``int2`` columns are stored as
+  ``int`` (Iceberg's own mapping); every other type is the Delta store's.
+* **No history yet.** ``--history`` and ``--change-data-feed`` are Delta Lake's; with
+  ``--store iceberg`` they are refused in one line (:data:`HISTORY_REFUSAL`).
+"""
+
+# ruff: noqa: N812
+# (PySpark idioms: `functions as F`)
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from capture.errors import ConfigError
+from pipeline.fold import without_truncated
+from pipeline.lineage import with_lineage
+from pipeline.model import LOG_ORDER
+from pipeline.stores import (
+    TableSpec,
+    _merge_by_key,  # the Delta store's MERGEs, shared on purpose
+    _merge_multiset,
+    empty_table,
+    source_dir,
+    source_spec,
+    stored_spec,
+)
+
+USER_CATALOG = "walcast"
+"""The Spark catalog a user configures for a real Iceberg catalog (REST, Hive, Glue …)."""
+
+CATALOG_SETTING = f"spark.sql.catalog.{USER_CATALOG}"
+
+HISTORY_REFUSAL = (
+    "--history is Delta Lake's for now: --store iceberg keeps current-state tables only"
+)
+CHANGE_FEED_REFUSAL = (
+    "--change-data-feed is Delta Lake's: Iceberg tables have snapshots instead "
+    "(read them incrementally with Iceberg's start-snapshot-id)"
+)
+
+APP_ID = "walcast.app-id"
+BATCH_ID = "walcast.batch-id"
+STEP = "walcast.step"
+STEPS = {"truncate": 1, "merge": 2}
+"""The commits of one batch, in order (the ``walcast.step`` of each snapshot)."""
+
+
+def catalog_for(spark: SparkSession, root: str) -> str:
+    """The Spark catalog the tables under ``root`` are written through.
+
+    ``walcast`` when the session configures it (a user's catalog); else a Hadoop catalog
+    on ``root``, registered now under ``walcast_<hash of root>`` (catalogs load lazily,
+    so a running session can gain one).
+    """
+    if spark.conf.get(CATALOG_SETTING, None):
+        return USER_CATALOG
+    warehouse = _warehouse(root)
+    name = "walcast_" + hashlib.sha256(warehouse.encode()).hexdigest()[:12]
+    prefix = f"spark.sql.catalog.{name}"
+    if spark.conf.get(prefix, None) is None:
+        spark.conf.set(f"{prefix}.type", "hadoop")
+        spark.conf.set(f"{prefix}.warehouse", warehouse)
+        # every read sees the last commit, also one made by another process
+        spark.conf.set(f"{prefix}.cache-enabled", "false")
+        spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
+    return name
+
+
+def _warehouse(root: str) -> str:
+    """``root`` as the Hadoop catalog's warehouse: a local path made absolute."""
+    if "://" in root and not root.startswith("file:"):
+        return root.rstrip("/")
+    return str(Path(root.removeprefix("file://").removeprefix("file:")).resolve())
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def table_name(catalog: str, schema: str, table: str, source: str | None = None) -> str:
+    """The quoted identifier of ``schema.table`` of ``source`` in ``catalog``.
+
+    The namespace is ``(<source dir>, <schema>)`` (:func:`pipeline.stores.source_dir`), so
+    a Hadoop catalog on the output root puts it at :func:`pipeline.stores.table_path`.
+    """
+    parts = [catalog, *([source_dir(source)] if source is not None else []), schema, table]
+    return ".".join(_quote(p) for p in parts)
+
+
+def is_iceberg_table(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` holds an Iceberg table of a Hadoop catalog (its version hint)."""
+    jvm = spark._jvm  # noqa: SLF001
+    assert jvm is not None
+    hint = jvm.org.apache.hadoop.fs.Path(f"{path}/metadata/version-hint.text")
+    return bool(hint.getFileSystem(spark._jsc.hadoopConfiguration()).exists(hint))  # noqa: SLF001
+
+
+def read_iceberg(spark: SparkSession, path: str) -> DataFrame:
+    """The Iceberg table at ``path`` (a Hadoop catalog's table directory)."""
+    return spark.read.format("iceberg").load(path)
+
+
+# ------------------------------------------------------------------ commits
+
+
+class _Call:
+    """A Python function as a ``java.util.concurrent.Callable`` (py4j callback)."""
+
+    def __init__(self, function: Callable[[], object]) -> None:
+        self.function = function
+        self.error: BaseException | None = None
+        self.result: object = None
+
+    def call(self) -> None:
+        """Run the function; its exception is kept for Python (py4j would flatten it)."""
+        try:
+            self.result = self.function()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by _commit
+            self.error = exc
+
+    class Java:
+        implements = ["java.util.concurrent.Callable"]  # noqa: RUF012 - py4j's protocol
+
+
+def _commit(spark: SparkSession, properties: dict[str, str], function: Callable[[], object]) -> Any:
+    """Run ``function`` so that the Iceberg commits it makes carry ``properties``.
+
+    Iceberg's ``CommitMetadata`` keeps them in a thread-local of the JVM thread that
+    commits; PySpark's pinned threads run the callback's SQL on that same thread.
+    """
+    from pyspark.java_gateway import ensure_callback_server_started  # noqa: PLC0415
+
+    gateway = spark.sparkContext._gateway  # noqa: SLF001
+    assert gateway is not None
+    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+    jvm = spark._jvm  # noqa: SLF001
+    assert jvm is not None
+    values = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        values.put(key, value)
+    call = _Call(function)
+    jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+        values, call, jvm.java.lang.Class.forName("java.lang.RuntimeException")
+    )
+    if call.error is not None:
+        raise call.error
+    return call.result
+
+
+def last_commit(spark: SparkSession, name: str, app_id: str) -> tuple[int, int] | None:
+    """The ``(batch id, step)`` of ``app_id``'s newest commit to table ``name`` (None: none)."""
+    row = (
+        spark.sql(f"SELECT committed_at, summary FROM {name}.snapshots")  # noqa: S608
+        .where(F.col("summary").getItem(APP_ID) == F.lit(app_id))
+        .orderBy(F.col("committed_at").desc())
+        .select(
+            F.col("summary").getItem(BATCH_ID).cast("long").alias("batch"),
+            F.col("summary").getItem(STEP).alias("step"),
+        )
+        .first()
+    )
+    if row is None:
+        return None
+    return int(row["batch"]), STEPS.get(row["step"], 0)
+
+
+# ------------------------------------------------------------------ MERGE
+
+
+class _IcebergTarget:
+    """The part of Delta's ``DeltaTable`` merge builder the Delta store's MERGEs use.
+
+    ``target.alias("t").merge(source.alias("s"), cond).whenMatchedDelete(…)
+    .whenMatchedUpdate(…).whenNotMatchedInsert(…).execute()`` becomes one
+    ``MERGE INTO <table> t USING <source view> s ON … WHEN …`` with the same clauses in
+    the same order (conditions and values are SQL text in both).
+    """
+
+    def __init__(self, spark: SparkSession, name: str) -> None:
+        self.spark = spark
+        self.name = name
+        self._alias = "t"
+        self._source: DataFrame | None = None
+        self._source_alias = "s"
+        self._on = ""
+        self._clauses: list[str] = []
+
+    def toDF(self) -> DataFrame:  # noqa: N802 - DeltaTable's name
+        """The table as it is now."""
+        return self.spark.table(self.name)
+
+    def alias(self, alias: str) -> _IcebergTarget:
+        """Name the target in the conditions."""
+        self._alias = alias
+        return self
+
+    def merge(self, source: DataFrame, condition: str) -> _IcebergTarget:
+        """Start a MERGE of ``source`` (aliased ``s`` by the caller) on ``condition``."""
+        self._source = source
+        self._on = condition
+        self._clauses = []
+        return self
+
+    def whenMatchedDelete(self, condition: str | None = None) -> _IcebergTarget:  # noqa: N802
+        """``WHEN MATCHED [AND cond] THEN DELETE``."""
+        self._clauses.append(f"WHEN MATCHED{_and(condition)} THEN DELETE")
+        return self
+
+    def whenMatchedUpdate(  # noqa: N802
+        self,
+        condition: str | None = None,
+        set: dict[str, str] | None = None,  # noqa: A002 - DeltaTable's keyword
+    ) -> _IcebergTarget:
+        """``WHEN MATCHED [AND cond] THEN UPDATE SET col = expr, …``."""
+        assignments = ", ".join(f"{col} = {expr}" for col, expr in (set or {}).items())
+        self._clauses.append(f"WHEN MATCHED{_and(condition)} THEN UPDATE SET {assignments}")
+        return self
+
+    def whenNotMatchedInsert(  # noqa: N802
+        self, condition: str | None = None, values: dict[str, str] | None = None
+    ) -> _IcebergTarget:
+        """``WHEN NOT MATCHED [AND cond] THEN INSERT (cols) VALUES (exprs)``."""
+        pairs = list((values or {}).items())
+        columns = ", ".join(c for c, _ in pairs)
+        exprs = ", ".join(e for _, e in pairs)
+        self._clauses.append(
+            f"WHEN NOT MATCHED{_and(condition)} THEN INSERT ({columns}) VALUES ({exprs})"  # noqa: S608
+        )
+        return self
+
+    def execute(self) -> None:
+        """Run the MERGE (one Iceberg commit)."""
+        assert self._source is not None
+        view = "_walcast_merge_" + uuid.uuid4().hex
+        self._source.createOrReplaceTempView(view)
+        try:
+            self.spark.sql(
+                f"MERGE INTO {self.name} {self._alias} USING {view} {self._source_alias} "
+                f"ON {self._on} " + " ".join(self._clauses)
+            )
+        finally:
+            self.spark.catalog.dropTempView(view)
+
+
+def _and(condition: str | None) -> str:
+    return f" AND ({condition})" if condition else ""
+
+
+# ------------------------------------------------------------------ apply
+
+
+def apply_iceberg(
+    spark: SparkSession,
+    root: str,
+    spec: TableSpec,
+    changes: DataFrame,
+    batch_id: int,
+    app_id: str,
+    order: Sequence[str] = LOG_ORDER,
+    *,
+    source: str | None = None,
+) -> int:
+    """MERGE ``changes`` in ``order`` into the Iceberg table of ``spec`` (once per batch id).
+
+    ``root`` is materialize's output (the Hadoop catalog's warehouse unless the session
+    configures catalog ``walcast``); ``source`` is the changes' source. Returns the number
+    of rows kept out (no partial rows: :mod:`pipeline.stores`).
+    """
+    base, spec = source_spec(spec), stored_spec(spec)
+    catalog = catalog_for(spark, root)
+    name = table_name(catalog, spec.schema, spec.table, source)
+    if not spark.catalog.tableExists(name):
+        empty_table(spark, spec).writeTo(name).using("iceberg").create()
+    existing = set(spark.table(name).columns)
+    missing = [(n, t) for n, t in spec.columns if n not in existing]
+    if missing:
+        cols = ", ".join(f"{_quote(n)} {t}" for n, t in missing)
+        spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
+    done = last_commit(spark, name, app_id)
+    kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
+    target = _IcebergTarget(spark, name)
+
+    def pending(step: str) -> bool:
+        return done is None or (batch_id, STEPS[step]) > done
+
+    def mark(step: str) -> dict[str, str]:
+        return {APP_ID: app_id, BATCH_ID: str(batch_id), STEP: step}
+
+    kept_out = 0
+    if truncated and pending("truncate"):
+        _commit(spark, mark("truncate"), lambda: spark.sql(f"DELETE FROM {name}"))  # noqa: S608 - quoted
+    if pending("merge"):
+        if spec.primary_key:
+            kept_out = int(
+                _commit(
+                    spark,
+                    mark("merge"),
+                    lambda: _merge_by_key(
+                        target, spec, with_lineage(kept), truncated=truncated, order=order
+                    ),
+                )
+            )
+        else:
+            _commit(spark, mark("merge"), lambda: _merge_multiset(spark, target, base, kept, order))
+    return kept_out
+
+
+def check_catalog(spark: SparkSession) -> None:
+    """One line (ConfigError) when the user's catalog ``walcast`` does not answer.
+
+    Asked once before the stream starts (listing the catalog's namespaces), so a wrong
+    ``uri``, a closed port or bad credentials are named before any batch. A Hadoop
+    catalog on ``--output`` needs no check here (the CLI checks the directory first).
+    """
+    if not spark.conf.get(CATALOG_SETTING, None):
+        return
+    try:
+        spark.sql(f"SHOW NAMESPACES IN {_quote(USER_CATALOG)}").collect()
+    except Exception as exc:  # noqa: BLE001 - the JVM's errors carry pages of stack
+        from pipeline.errors import first_line  # noqa: PLC0415
+
+        uri = spark.conf.get(f"{CATALOG_SETTING}.uri", None)
+        setting = f"{CATALOG_SETTING}.uri={uri}" if uri else CATALOG_SETTING
+        raise ConfigError(
+            f"{setting}: the Iceberg catalog cannot be reached: {first_line(exc)[:300]}",
+            hint=f"check {CATALOG_SETTING}.* (uri, credentials), or drop them to write a "
+            "Hadoop catalog under --output",
+        ) from None
+
+
+def refuse_unsupported(*, history: bool, change_data_feed: bool) -> None:
+    """One line for what the Iceberg store does not keep (yet)."""
+    if history:
+        raise ConfigError(HISTORY_REFUSAL, hint="drop --history, or use --store delta")
+    if change_data_feed:
+        raise ConfigError(CHANGE_FEED_REFUSAL, hint="drop --change-data-feed")
