@@ -126,19 +126,6 @@ def table_name(catalog: str, schema: str, table: str, source: str | None = None)
     return ".".join(_quote(p) for p in parts)
 
 
-def is_iceberg_table(spark: SparkSession, path: str) -> bool:
-    """Whether ``path`` holds an Iceberg table of a Hadoop catalog (its version hint)."""
-    jvm = spark._jvm  # noqa: SLF001
-    assert jvm is not None
-    hint = jvm.org.apache.hadoop.fs.Path(f"{path}/metadata/version-hint.text")
-    return bool(hint.getFileSystem(spark._jsc.hadoopConfiguration()).exists(hint))  # noqa: SLF001
-
-
-def read_iceberg(spark: SparkSession, path: str) -> DataFrame:
-    """The Iceberg table at ``path`` (a Hadoop catalog's table directory)."""
-    return spark.read.format("iceberg").load(path)
-
-
 # ------------------------------------------------------------------ commits
 
 

@@ -59,6 +59,8 @@ from pipeline.pgtypes import from_text, spark_type
 log = logging.getLogger(__name__)
 
 CURRENT = "_CURRENT"
+ICEBERG_HINT = "metadata/version-hint.text"
+"""An Iceberg table of a Hadoop catalog has it (:mod:`pipeline.iceberg_store`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +222,7 @@ def _is_table(spark: SparkSession, path: str) -> bool:
     return bool(
         fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}"))
         or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log"))
-        # an Iceberg table of a Hadoop catalog (pipeline.iceberg_store)
-        or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/metadata/version-hint.text"))
+        or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{ICEBERG_HINT}"))
     )
 
 
@@ -279,10 +280,9 @@ def read_table(
     version = current_version(spark, path)
     if version is not None:
         return spark.read.parquet(f"{path}/{version}")
-    from pipeline.iceberg_store import is_iceberg_table, read_iceberg  # noqa: PLC0415 - a cycle
-
-    if is_iceberg_table(spark, path):
-        return read_iceberg(spark, path)
+    jvm, fs = _fs(spark, path)
+    if fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{ICEBERG_HINT}")):
+        return spark.read.format("iceberg").load(path)  # pipeline.iceberg_store's table
     return spark.read.format("delta").load(path)
 
 
