@@ -44,6 +44,7 @@ from pipeline.history import (
     history_path,
     read_history,
 )
+from pipeline.tables import current_version, table_path, table_paths
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -174,8 +175,6 @@ def find_table_path(
 
     :class:`AsOfError` when several sources have the table and ``source`` is None.
     """
-    from pipeline.stores import table_path, table_paths  # noqa: PLC0415
-
     if source is not None:
         return table_path(root, schema, table, source)
     paths = table_paths(spark, root, schema, table)
@@ -196,6 +195,5 @@ def table_exists(spark: SparkSession, path: str) -> bool:
 
 
 def _is_parquet(spark: SparkSession, path: str) -> bool:
-    from pipeline.stores import current_version  # noqa: PLC0415
 
     return current_version(spark, path) is not None

@@ -73,7 +73,7 @@ from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text
 
 if TYPE_CHECKING:
-    from pipeline.stores import TableSpec
+    from pipeline.tables import TableSpec
 
 HISTORY_DIR = "_walcast_history"
 VALID_FROM_LSN = "_walcast_valid_from_lsn"

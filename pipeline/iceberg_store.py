@@ -55,14 +55,13 @@ from pipeline.fold import without_truncated
 from pipeline.lineage import with_lineage
 from pipeline.model import LOG_ORDER
 from pipeline.stores import (
-    TableSpec,
     _merge_by_key,  # the Delta store's MERGEs, shared on purpose
     _merge_multiset,
     empty_table,
-    source_dir,
     source_spec,
     stored_spec,
 )
+from pipeline.tables import TableSpec, source_dir
 
 USER_CATALOG = "walcast"
 """The Spark catalog a user configures for a real Iceberg catalog (REST, Hive, Glue …)."""

@@ -69,15 +69,13 @@ from pipeline.model import LOG_ORDER, NORMALIZED, order_columns
 from pipeline.normalize import rate_text
 from pipeline.session import session_uses_delta
 from pipeline.stores import (
-    CURRENT,
-    TableSpec,
     apply_delta,
     apply_parquet,
     read_table,
     spec_from_changes,
     spec_from_layout,
-    table_path,
 )
+from pipeline.tables import CURRENT, TableSpec, table_path
 
 __all__ = [
     "CURRENT",

@@ -40,42 +40,28 @@ kept out rather than stored with a NULL PostgreSQL may not hold (the column's de
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from capture.state.identity import SourceIdentity
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, without_truncated
 from pipeline.lineage import LINEAGE_COLUMNS, LINEAGE_NAMES, multiset_lineage, with_lineage
 from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text, spark_type
+from pipeline.tables import (
+    CURRENT,
+    ICEBERG_HINT,
+    TableSpec,
+    current_version,
+    hadoop_fs,
+    table_path,
+    table_paths,
+)
 
 log = logging.getLogger(__name__)
-
-CURRENT = "_CURRENT"
-ICEBERG_HINT = "metadata/version-hint.text"
-"""An Iceberg table of a Hadoop catalog has it (:mod:`pipeline.iceberg_store`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TableSpec:
-    """What a state table looks like: columns (name, Spark type) and primary key."""
-
-    schema: str
-    table: str
-    columns: tuple[tuple[str, str], ...]
-    primary_key: tuple[str, ...]
-
-    @property
-    def names(self) -> list[str]:
-        """Column names in order."""
-        return [n for n, _ in self.columns]
 
 
 def stored_spec(spec: TableSpec) -> TableSpec:
@@ -147,30 +133,8 @@ def empty_table(spark: SparkSession, spec: TableSpec) -> DataFrame:
 # ------------------------------------------------------------------ Parquet
 
 
-def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
-    jvm = spark._jvm  # noqa: SLF001
-    assert jvm is not None
-    jpath = jvm.org.apache.hadoop.fs.Path(path)
-    return jvm, jpath.getFileSystem(spark._jsc.hadoopConfiguration())  # noqa: SLF001
-
-
-def current_version(spark: SparkSession, path: str) -> str | None:
-    """The version directory name ``_CURRENT`` points to (None: no table yet)."""
-    jvm, fs = _fs(spark, path)
-    pointer = jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}")
-    if not fs.exists(pointer):
-        return None
-    stream = fs.open(pointer)
-    try:
-        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
-        line = reader.readLine()
-    finally:
-        stream.close()
-    return line.strip() if line else None
-
-
 def _set_current(spark: SparkSession, path: str, version: str) -> None:
-    jvm, fs = _fs(spark, path)
+    jvm, fs = hadoop_fs(spark, path)
     tmp = jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}.tmp")
     out = fs.create(tmp, True)
     try:
@@ -184,64 +148,6 @@ def _set_current(spark: SparkSession, path: str, version: str) -> None:
         name = status.getPath().getName()
         if name.startswith("v") and name != version and name < version:
             fs.delete(status.getPath(), True)
-
-
-SOURCE_DIR_PREFIX = "source-"
-_SAFE = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def source_dir(source: str) -> str:
-    """The directory of a source's tables: ``source-<database>.<slot>.<system identifier>``.
-
-    Each part keeps letters, digits, ``_`` and ``-``; when anything else had to be replaced
-    (by ``_``), a hash of the whole source is appended, so two sources never share one.
-    """
-    identity = SourceIdentity.parse(source)
-    parts = [identity.database, identity.slot, identity.system_identifier] if identity else [source]
-    safe = [_SAFE.sub("_", p) for p in parts]
-    name = ".".join(safe)
-    if safe != parts:
-        name += "-" + hashlib.sha256(source.encode()).hexdigest()[:8]
-    return SOURCE_DIR_PREFIX + name
-
-
-def table_path(root: str, schema: str, table: str, source: str | None = None) -> str:
-    """Where the state of ``schema.table`` of ``source`` lives under ``root``.
-
-    ``<root>/<source dir>/<schema>/<table>`` (:func:`source_dir`); changes without a source
-    (not written by walcast, or by walcast 0.1) keep ``<root>/<schema>/<table>``.
-    """
-    base = root.rstrip("/")
-    if source is not None:
-        base += "/" + source_dir(source)
-    return f"{base}/{schema}/{table}"
-
-
-def _is_table(spark: SparkSession, path: str) -> bool:
-    jvm, fs = _fs(spark, path)
-    return bool(
-        fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}"))
-        or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log"))
-        or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{ICEBERG_HINT}"))
-    )
-
-
-def table_paths(spark: SparkSession, root: str, schema: str, table: str) -> list[str]:
-    """Every materialized copy of ``schema.table`` under ``root``: one per source."""
-    jvm, fs = _fs(spark, root)
-    found = []
-    plain = table_path(root, schema, table)
-    if _is_table(spark, plain):
-        found.append(plain)
-    base = jvm.org.apache.hadoop.fs.Path(root)
-    if fs.exists(base):
-        for status in fs.listStatus(base):
-            name = status.getPath().getName()
-            if status.isDirectory() and name.startswith(SOURCE_DIR_PREFIX):
-                path = f"{root.rstrip('/')}/{name}/{schema}/{table}"
-                if _is_table(spark, path):
-                    found.append(path)
-    return sorted(found)
 
 
 def read_table(
@@ -280,7 +186,7 @@ def read_table(
     version = current_version(spark, path)
     if version is not None:
         return spark.read.parquet(f"{path}/{version}")
-    jvm, fs = _fs(spark, path)
+    jvm, fs = hadoop_fs(spark, path)
     if fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{ICEBERG_HINT}")):
         return spark.read.format("iceberg").load(path)  # pipeline.iceberg_store's table
     return spark.read.format("delta").load(path)

@@ -1,0 +1,126 @@
+"""Where the state tables live, and the shape of one: paths, versions, :class:`TableSpec`.
+
+The stores (:mod:`pipeline.stores`, :mod:`pipeline.iceberg_store`) write the tables;
+:mod:`pipeline.asof` and :mod:`pipeline.history` read them. All of them find a table here,
+so this module imports no other module of ``pipeline`` (it sits below all of them).
+
+Invariants:
+
+* ``<root>/<source dir>/<schema>/<table>`` is a source's copy of a table
+  (:func:`table_path`); a table without a source keeps ``<root>/<schema>/<table>``.
+* A directory is a table when it holds a Parquet store's ``_CURRENT`` pointer, a
+  ``_delta_log`` or an Iceberg version hint (:func:`table_paths` lists only those).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from capture.state.identity import SourceIdentity
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CURRENT = "_CURRENT"
+ICEBERG_HINT = "metadata/version-hint.text"
+"""An Iceberg table of a Hadoop catalog has it (:mod:`pipeline.iceberg_store`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """What a state table looks like: columns (name, Spark type) and primary key."""
+
+    schema: str
+    table: str
+    columns: tuple[tuple[str, str], ...]
+    primary_key: tuple[str, ...]
+
+    @property
+    def names(self) -> list[str]:
+        """Column names in order."""
+        return [n for n, _ in self.columns]
+
+
+def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """The JVM gateway and the Hadoop file system of ``path``."""
+    jvm = spark._jvm  # noqa: SLF001
+    assert jvm is not None
+    jpath = jvm.org.apache.hadoop.fs.Path(path)
+    return jvm, jpath.getFileSystem(spark._jsc.hadoopConfiguration())  # noqa: SLF001
+
+
+def current_version(spark: SparkSession, path: str) -> str | None:
+    """The version directory name ``_CURRENT`` points to (None: no table yet)."""
+    jvm, fs = hadoop_fs(spark, path)
+    pointer = jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}")
+    if not fs.exists(pointer):
+        return None
+    stream = fs.open(pointer)
+    try:
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        line = reader.readLine()
+    finally:
+        stream.close()
+    return line.strip() if line else None
+
+
+SOURCE_DIR_PREFIX = "source-"
+_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def source_dir(source: str) -> str:
+    """The directory of a source's tables: ``source-<database>.<slot>.<system identifier>``.
+
+    Each part keeps letters, digits, ``_`` and ``-``; when anything else had to be replaced
+    (by ``_``), a hash of the whole source is appended, so two sources never share one.
+    """
+    identity = SourceIdentity.parse(source)
+    parts = [identity.database, identity.slot, identity.system_identifier] if identity else [source]
+    safe = [_SAFE.sub("_", p) for p in parts]
+    name = ".".join(safe)
+    if safe != parts:
+        name += "-" + hashlib.sha256(source.encode()).hexdigest()[:8]
+    return SOURCE_DIR_PREFIX + name
+
+
+def table_path(root: str, schema: str, table: str, source: str | None = None) -> str:
+    """Where the state of ``schema.table`` of ``source`` lives under ``root``.
+
+    ``<root>/<source dir>/<schema>/<table>`` (:func:`source_dir`); changes without a source
+    (not written by walcast, or by walcast 0.1) keep ``<root>/<schema>/<table>``.
+    """
+    base = root.rstrip("/")
+    if source is not None:
+        base += "/" + source_dir(source)
+    return f"{base}/{schema}/{table}"
+
+
+def is_table(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` holds a state table of any store."""
+    jvm, fs = hadoop_fs(spark, path)
+    return bool(
+        fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{CURRENT}"))
+        or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log"))
+        or fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{ICEBERG_HINT}"))
+    )
+
+
+def table_paths(spark: SparkSession, root: str, schema: str, table: str) -> list[str]:
+    """Every materialized copy of ``schema.table`` under ``root``: one per source."""
+    jvm, fs = hadoop_fs(spark, root)
+    found = []
+    plain = table_path(root, schema, table)
+    if is_table(spark, plain):
+        found.append(plain)
+    base = jvm.org.apache.hadoop.fs.Path(root)
+    if fs.exists(base):
+        for status in fs.listStatus(base):
+            name = status.getPath().getName()
+            if status.isDirectory() and name.startswith(SOURCE_DIR_PREFIX):
+                path = f"{root.rstrip('/')}/{name}/{schema}/{table}"
+                if is_table(spark, path):
+                    found.append(path)
+    return sorted(found)
