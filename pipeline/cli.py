@@ -139,7 +139,7 @@ history is one line naming what exists (exit 2)."""
 """What ``walcast spark show --help`` says."""
 
 SHOW_EXAMPLES: Final = (
-    "walcast spark show --tables /data/tables --table shop.orders --as-of-lsn 0/16B3748",
+    "walcast spark show --tables /data/tables --table shop.orders \\\n    --as-of-lsn 0/16B3748",
     (
         "walcast spark show --tables /data/tables --table shop.orders \\\n"
         "    --as-of-time 2026-11-29T06:30:00Z"
