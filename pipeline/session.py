@@ -130,6 +130,8 @@ class SessionOptions:
     """Load Apache Iceberg's runtime jar and SQL extension (``--store iceberg``)."""
     extra: dict[str, str] = field(default_factory=dict)
     """More Spark settings (``--conf`` style)."""
+    driver_java_options: str = ""
+    """More JVM options of the driver, after walcast's own (time zone, log4j)."""
 
 
 def build_session(options: SessionOptions | None = None) -> SparkSession:
@@ -156,7 +158,7 @@ def build_session(options: SessionOptions | None = None) -> SparkSession:
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC "
-        f"-Dlog4j.configurationFile={_log4j_config(log_level)}",
+        f"-Dlog4j.configurationFile={_log4j_config(log_level)} {opts.driver_java_options}".rstrip(),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     }
     use_delta = delta_available(jars) if opts.use_delta is None else opts.use_delta
