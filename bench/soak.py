@@ -1402,6 +1402,7 @@ def _check_format(
     spark: Any, fmt: str, options: Options, databases: list[Database], prefix: str,
     workdir: Path, report: Report,
 ) -> None:  # fmt: skip
+    from pipeline.lineage import LINEAGE_NAMES  # noqa: PLC0415
     from pipeline.materialize import MaterializeJob, read_table  # noqa: PLC0415
     from pipeline.normalize import NormalizeJob  # noqa: PLC0415
 
@@ -1446,7 +1447,10 @@ def _check_format(
                     tuple(row[c] if c in names else None for c in expected.columns)
                     for row in frame.collect()
                 ]
-                extra = sorted(names - set(expected.columns) - {"_walcast_row_key"})
+                # The row key of keyless tables and each row's last change (lineage) are
+                # walcast's own columns.
+                ours = {"_walcast_row_key", *LINEAGE_NAMES}
+                extra = sorted(names - set(expected.columns) - ours)
                 if extra:
                     result.notes.append(f"{db.label} {table}: columns not at the source "
                                         f"(ignored): {extra}")  # fmt: skip
