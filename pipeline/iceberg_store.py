@@ -256,15 +256,18 @@ class _IcebergTarget:
     def execute(self) -> None:
         """Run the MERGE (one Iceberg commit)."""
         assert self._source is not None
+        # a global view: a streaming batch's frames belong to the query's cloned session,
+        # whose temporary views the session running the MERGE does not see
         view = "_walcast_merge_" + uuid.uuid4().hex
-        self._source.createOrReplaceTempView(view)
+        self._source.createOrReplaceGlobalTempView(view)
+        database = self.spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
         try:
             self.spark.sql(
-                f"MERGE INTO {self.name} {self._alias} USING {view} {self._source_alias} "
-                f"ON {self._on} " + " ".join(self._clauses)
+                f"MERGE INTO {self.name} {self._alias} USING {_quote(database or '')}.{view} "
+                f"{self._source_alias} ON {self._on} " + " ".join(self._clauses)
             )
         finally:
-            self.spark.catalog.dropTempView(view)
+            self.spark.catalog.dropGlobalTempView(view)
 
 
 def _and(condition: str | None) -> str:
