@@ -49,11 +49,11 @@ The check, once the writers stopped, the daemons caught up and every load finish
 
 and each must equal ``SELECT *`` of its database, as a multiset, value for value (floats as
 numbers), over the table's current columns. IBM delimited has no TRUNCATE
-(capture/formats/ibm.py): for a table truncated during the run, IBM's state must hold
+(capture/formats/ibm/encode.py): for a table truncated during the run, IBM's state must hold
 every source row unchanged (rows the TRUNCATE removed may remain). Debezium's tables must
 equal the source like the others: a key change of a row whose TOASTed values did not change
 (its create holds the unchanged-TOAST placeholder) is paired by the connector's
-``__debezium.oldkey``/``newkey`` headers (pipeline/formats/debezium.py). Debezium's
+``__debezium.oldkey``/``newkey`` headers (pipeline/formats/debezium/decode.py). Debezium's
 unconstrained ``numeric`` (``VariableScaleDecimal``) drops trailing zeros (``1.50`` →
 ``1.5``), so its unconstrained numeric columns are compared as numbers (``Decimal``:
 ``1.50`` equals ``1.5``, ``1.5`` does not equal ``1.51``); ``numeric(p,s)`` keeps its scale
@@ -1041,7 +1041,7 @@ fits one (see :func:`known_bug`) is listed as ``KNOWN BUG <name>``; ``strict`` c
 as mismatches (exit 1), else they are reported but do not fail the run."""
 # Fixed: "ibm-second-unchanged-toast" (IBM flagged only the first unchanged TOAST column of a
 # row change) and "ibm-layout-by-field-count" (normalize chose an IBM record's layout by its
-# field count): see capture/formats/ibm.py and pipeline/formats/ibm.py.
+# field count): see capture/formats/ibm/encode.py and pipeline/formats/ibm/decode.py.
 
 TOAST_COLUMNS = {"docs": ("body", "blob")}
 

@@ -302,7 +302,7 @@ def minimal_frame(records, fmt: str):  # noqa: ANN001, ANN201
     if fmt == "dts-avro":
         from pyspark.sql.avro.functions import from_avro  # noqa: PLC0415
 
-        from pipeline.formats.dts_avro import record_schema  # noqa: PLC0415
+        from pipeline.formats.dts_avro.decode import record_schema  # noqa: PLC0415
 
         r = records.select(
             *position,

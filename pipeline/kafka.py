@@ -17,7 +17,7 @@ producers have none of these headers: null source, not a load, no position.
 change, :mod:`pipeline.model`). ``header_oldkey``/``header_newkey`` are the Debezium
 connector's ``__debezium.oldkey`` and ``__debezium.newkey`` headers (the halves of a
 primary-key change, which walcast's ``--format debezium`` writes too;
-:mod:`pipeline.formats.debezium`), as text.
+:mod:`pipeline.formats.debezium.decode`), as text.
 """
 
 # ruff: noqa: N812, FBT003

@@ -17,14 +17,14 @@ from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.settings import FormatSettings, parse_into
 
 _MODULES: dict[str, tuple[str, str]] = {
-    "json": ("capture.formats.tail_json", "TailJsonEncoder"),
-    "canal": ("capture.formats.canal", "CanalEncoder"),
-    "shareplex": ("capture.formats.shareplex", "ShareplexEncoder"),
-    "dataworks": ("capture.formats.dataworks", "DataWorksEncoder"),
-    "qlik": ("capture.formats.qlik", "QlikEncoder"),
-    "ibm": ("capture.formats.ibm", "IbmDelimitedEncoder"),
-    "dts-avro": ("capture.formats.dts_avro", "DtsAvroEncoder"),
-    "debezium": ("capture.formats.debezium", "DebeziumEncoder"),
+    "json": ("capture.formats.tail_json.encode", "TailJsonEncoder"),
+    "canal": ("capture.formats.canal.encode", "CanalEncoder"),
+    "shareplex": ("capture.formats.shareplex.encode", "ShareplexEncoder"),
+    "dataworks": ("capture.formats.dataworks.encode", "DataWorksEncoder"),
+    "qlik": ("capture.formats.qlik.encode", "QlikEncoder"),
+    "ibm": ("capture.formats.ibm.encode", "IbmDelimitedEncoder"),
+    "dts-avro": ("capture.formats.dts_avro.encode", "DtsAvroEncoder"),
+    "debezium": ("capture.formats.debezium.encode", "DebeziumEncoder"),
 }
 FORMAT_NAMES: tuple[str, ...] = tuple(_MODULES)
 """Every ``--format`` value, in the order the docs list them."""

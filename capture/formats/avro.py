@@ -4,7 +4,7 @@ Only the primitives a schema-specific writer needs: ``int``/``long`` (zig-zag va
 ``bytes``/``string`` (length + data), ``double``, ``map<string>``, arrays and union branch
 numbers. Writers build a datum by concatenating these pieces in schema field order; no
 schema is interpreted at run time, which is several times faster than a generic writer
-(:mod:`capture.formats.dts_avro` is checked byte for byte against ``fastavro``).
+(:mod:`capture.formats.dts_avro.encode` is checked byte for byte against ``fastavro``).
 
 Invariants: every function returns exactly the bytes ``fastavro.schemaless_writer`` writes
 for the same value; a ``long`` is any Python int in ``[-2**63, 2**63)``. The lookup tables

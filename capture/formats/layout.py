@@ -41,7 +41,7 @@ from capture.formats._common import Family, family
 from capture.types.typmod import modifier_text
 
 IBM_HEADER_FIELD_COUNT: Final = 12
-"""Header fields of an IBM delimited record (``capture.formats.ibm.HEADER_FIELDS``)."""
+"""Header fields of an IBM delimited record (``capture.formats.ibm.encode.HEADER_FIELDS``)."""
 
 RENDERINGS: Final = ("quoted", "bare", "number", "bool", "hex")
 """How IBM delimited writes a column's values (``schemas/ibm-delimited.layout.json``)."""

@@ -14,14 +14,14 @@ if TYPE_CHECKING:  # importing pyspark is deferred: the CLI lists formats withou
     from pipeline.formats.base import Parser
 
 _MODULES: dict[str, tuple[str, str]] = {
-    "json": ("pipeline.formats.tail_json", "JsonParser"),
-    "canal": ("pipeline.formats.canal", "CanalParser"),
-    "shareplex": ("pipeline.formats.shareplex", "ShareplexParser"),
-    "dataworks": ("pipeline.formats.dataworks", "DataWorksParser"),
-    "qlik": ("pipeline.formats.qlik", "QlikParser"),
-    "ibm": ("pipeline.formats.ibm", "IbmParser"),
-    "dts-avro": ("pipeline.formats.dts_avro", "DtsAvroParser"),
-    "debezium": ("pipeline.formats.debezium", "DebeziumParser"),
+    "json": ("pipeline.formats.tail_json.decode", "JsonParser"),
+    "canal": ("pipeline.formats.canal.decode", "CanalParser"),
+    "shareplex": ("pipeline.formats.shareplex.decode", "ShareplexParser"),
+    "dataworks": ("pipeline.formats.dataworks.decode", "DataWorksParser"),
+    "qlik": ("pipeline.formats.qlik.decode", "QlikParser"),
+    "ibm": ("pipeline.formats.ibm.decode", "IbmParser"),
+    "dts-avro": ("pipeline.formats.dts_avro.decode", "DtsAvroParser"),
+    "debezium": ("pipeline.formats.debezium.decode", "DebeziumParser"),
 }
 FORMAT_NAMES: tuple[str, ...] = tuple(_MODULES)
 

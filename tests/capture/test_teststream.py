@@ -25,8 +25,8 @@ from capture.events import (
     pg_ts_to_datetime,
 )
 from capture.formats import FORMAT_NAMES, encoder_for, parse_settings
-from capture.formats.ibm import HEADER_FIELDS
-from capture.formats.ibm_records import split_records
+from capture.formats.ibm.encode import HEADER_FIELDS
+from capture.formats.ibm.records import split_records
 from capture.lsn import format_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST, ReplicaIdentity
 from capture.synthetic import SyntheticClock, format_options

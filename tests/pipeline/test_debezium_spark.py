@@ -12,7 +12,7 @@ schema form needs none.
 Tables: ``typed`` (the types Debezium round-trips), ``docs`` (unchanged TOAST),
 ``events_full`` (no key, REPLICA IDENTITY FULL), ``scratch`` (truncated). ``lossy``
 holds what Debezium changes or drops (module docstring of
-``pipeline.formats.debezium_values``): its materialized rows are checked against those
+``pipeline.formats.debezium.decode_values``): its materialized rows are checked against those
 documented differences, not against ``SELECT *``.
 """
 

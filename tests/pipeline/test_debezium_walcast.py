@@ -7,7 +7,7 @@ test without them never met the ordinal header without its commit LSN), and the 
 last changes are sent again: they are replays (quarantined), the tables unchanged.
 
 Interval values with months are compared as Debezium keeps them (a month is 30.4375
-days: :mod:`pipeline.formats.debezium_values`); every other value as PostgreSQL's text.
+days: :mod:`pipeline.formats.debezium.decode_values`); every other value as PostgreSQL's text.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ and each parametrized case normalizes and materializes its own topics. :data:`OR
 adds, after ``e2e_changes.sql``, what a partial sort key gets wrong (issue 36): rows
 inserted together in one transaction, then deleted or updated in later ones, and loaded
 rows deleted by a multi-row transaction, whose ordinals are smaller than the load's.
-Debezium's documented losses (:mod:`capture.formats.debezium`, the README) are the only
+Debezium's documented losses (:mod:`capture.formats.debezium.encode`, the README) are the only
 differences allowed, and they are checked as such (:func:`_debezium_docs`).
 """
 
@@ -272,13 +272,13 @@ not decoded past 38: its load row and its move to 30 are quarantined), so its se
 30 → 31 with the TOASTed body unchanged, reaches a table without row 30, and materialize
 keeps it out rather than store a row without its body (:mod:`pipeline.stores`). Rows 10,
 20 and 6, moved with their body unchanged, are there: normalize pairs the halves of a key
-change by the ``__debezium.oldkey``/``newkey`` headers (:mod:`pipeline.formats.debezium`)."""
+change by the ``__debezium.oldkey``/``newkey`` headers (:mod:`pipeline.formats.debezium.decode`)."""
 
 
 def _debezium_docs(expected: Counter, columns: list[str]) -> Counter:
     """``docs`` as Debezium can carry it: without :data:`DEBEZIUM_LOST_DOCS`, and a numeric
     NaN as null (Debezium's decimals have no NaN: the connector writes null,
-    :mod:`capture.formats.debezium`; rows 10 and 6, moved with their body, hold one)."""
+    :mod:`capture.formats.debezium.encode`; rows 10 and 6, moved with their body, hold one)."""
     at, amount = columns.index("id"), columns.index("amount")
     carried: Counter = Counter()
     for row, n in expected.items():
@@ -355,7 +355,7 @@ def _materialize_and_compare(
         got = materialized_rows(spark, state, table, columns, floats, source.key)
         compared += sum(got.values())
         if fmt == "ibm" and table == "orders":
-            # IBM delimited has no TRUNCATE (capture/formats/ibm.py skips it): the state
+            # IBM delimited has no TRUNCATE (capture/formats/ibm/encode.py skips it): the state
             # keeps the rows truncated at the source (ids 1-41), and only those.
             truncated = got - expected
             assert expected <= got

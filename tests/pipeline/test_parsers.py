@@ -160,7 +160,7 @@ def test_qlik_masks_name_columns_in_little_endian_bit_order(
 ) -> None:
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
 
-    from pipeline.formats.qlik import mask_bits, mask_names, masked  # noqa: PLC0415
+    from pipeline.formats.qlik.decode import mask_bits, mask_names, masked  # noqa: PLC0415
 
     image = F.create_map(*[F.lit(x) for c in "abcdefghi" for x in (c, c.upper())])
     mask_col = F.lit(mask).cast("string")

@@ -284,7 +284,10 @@ def _decimal_precision_scale(column: RefColumn, text: str) -> tuple[int, int]:
 
 
 def dts_kind(column: RefColumn, text: str) -> str:
-    """Which DTS image type a value is written as (documented in capture/formats/dts_avro.py)."""
+    """Which DTS image type a value is written as.
+
+    Documented in capture/formats/dts_avro/encode.py.
+    """
     name = column.type_name
     if name in _INTEGER_BYTES or name == "bool":
         return "Integer"

@@ -4,7 +4,7 @@ Both read the same WAL, the capture scenario (:mod:`tests.readers.debezium_outpu
 fixture ``debezium_outputs``). Record i of one must equal record i of the other in: topic,
 key, op, before, after, and the ``source`` fields that depend neither on the wall clock nor
 on the connector's name. Each known difference is a documented decision of
-:mod:`capture.formats.debezium` with its own assertion here:
+:mod:`capture.formats.debezium.encode` with its own assertion here:
 
 * ``source.lsn``: walcast's events carry their transaction's commit LSN, not each change's
   own WAL position (pgoutput's position is not kept in :class:`~capture.events.ChangeEvent`);

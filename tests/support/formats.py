@@ -25,8 +25,8 @@ from jsonschema.protocols import Validator
 
 from capture.events import ChangeEvent, Table, TransactionBegin, TransactionCommit
 from capture.formats.base import EncodedMessage, Encoder
-from capture.formats.ibm import HEADER_FIELDS
-from capture.formats.ibm_records import split_records
+from capture.formats.ibm.encode import HEADER_FIELDS
+from capture.formats.ibm.records import split_records
 from capture.synthetic import generate
 from capture.teststream import produce
 from tests.support.events import make_table, table_with

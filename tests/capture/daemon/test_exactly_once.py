@@ -35,7 +35,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from bench.kit.daemon import RunningDaemon, confirmed_lsn, current_lsn, wait_caught_up
-from capture.formats.ibm_records import split_records
+from capture.formats.ibm.records import split_records
 from capture.lsn import format_lsn, parse_lsn
 from capture.replication.slots import source_identity
 from capture.sinks.kafka_eos import CRASH_AFTER_COMMITS_ENV, CRASH_EXIT_CODE

@@ -21,8 +21,8 @@ from fastavro import parse_schema, schemaless_reader
 from bench.kit import kafka as k
 from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from capture.formats import FORMAT_NAMES
-from capture.formats.ibm import HEADER_FIELDS
-from capture.formats.ibm_records import split_records
+from capture.formats.ibm.encode import HEADER_FIELDS
+from capture.formats.ibm.records import split_records
 from capture.lsn import parse_lsn
 from tests.support import scenario as sc
 from tests.support import test_decoding

@@ -19,7 +19,7 @@ from capture.events import ChangeEvent, Image, Op
 from capture.formats import parse_settings
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
-from capture.formats.canal import CanalEncoder, declared_type, utc_wall_clock
+from capture.formats.canal.encode import CanalEncoder, declared_type, utc_wall_clock
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.pgoutput.messages import UNCHANGED_TOAST, TupleData
 from capture.relcache import RelationCache

@@ -27,7 +27,7 @@ import pytest
 from capture.events import ChangeEvent, Op, StreamItem, TransactionBegin, TransactionCommit
 from capture.formats import FORMAT_NAMES, EncodedMessage, FormatOptions, encoder_for, format_class
 from capture.formats.base import Encoder
-from capture.formats.ibm import HEADER_FIELDS, parse_commit_lsn
+from capture.formats.ibm.encode import HEADER_FIELDS, parse_commit_lsn
 from capture.lsn import parse_lsn
 from capture.synthetic import format_options, generate
 from capture.teststream import produce
@@ -380,6 +380,8 @@ def test_a_table_without_a_primary_key_is_keyed_by_the_table(fmt: str) -> None:
     messages = encode_items(encoder_for(fmt, FORMAT_OPTIONS), transaction(events))
     keys = {m.key for m in messages if m.kind != "metadata"}
     if fmt in KEYED_BY_PRIMARY_KEY_ONLY:
-        assert keys == {None}  # Debezium's null key (documented in capture/formats/debezium.py)
+        assert keys == {
+            None
+        }  # Debezium's null key (documented in capture/formats/debezium/encode.py)
         return
     assert keys == ({b"shop"} if fmt == "ibm" else {b"public.audit"})

@@ -19,7 +19,7 @@ from capture.events import ChangeEvent, Op
 from capture.formats import parse_settings
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
-from capture.formats.dataworks import (
+from capture.formats.dataworks.encode import (
     DataWorksEncoder,
     bytea_bytes,
     date_ms,

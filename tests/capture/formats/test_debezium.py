@@ -1,4 +1,4 @@
-"""The ``debezium`` format: records, options and bad input (capture/formats/debezium.py).
+"""The ``debezium`` format: records, options and bad input (capture/formats/debezium/encode.py).
 
 What Debezium itself writes for the capture scenario is checked against the real connector
 in tests/readers/test_debezium_compare.py; these tests pin each documented decision and
@@ -20,8 +20,13 @@ from capture.errors import ConfigError, DecodeError, WalcastError
 from capture.events import Op, TransactionBegin, TransactionCommit
 from capture.formats import encoder_for, parse_settings
 from capture.formats.base import EncodedMessage, FormatOptions
-from capture.formats.debezium import DebeziumEncoder
-from capture.formats.debezium_scalars import float32, java_double, java_float, java_hashmap_order
+from capture.formats.debezium.encode import DebeziumEncoder
+from capture.formats.debezium.scalars import (
+    float32,
+    java_double,
+    java_float,
+    java_hashmap_order,
+)
 from capture.pgoutput.messages import UNCHANGED_TOAST
 from tests.support.events import event, keyed_table, make_table
 from tests.support.scenario import walcast

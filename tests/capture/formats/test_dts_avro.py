@@ -28,8 +28,8 @@ from capture.events import (
 from capture.formats import FormatOptions, encoder_for, parse_settings
 from capture.formats._common import row_key, truncate_sql
 from capture.formats.avro import zigzag
-from capture.formats.dts_avro import DtsAvroEncoder
-from capture.formats.dts_values import object_type, value_precision_scale
+from capture.formats.dts_avro.encode import DtsAvroEncoder
+from capture.formats.dts_avro.values import object_type, value_precision_scale
 from capture.lsn import format_lsn, parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST
 from capture.synthetic import format_options, generate

@@ -27,7 +27,7 @@ from capture.events import (
     pg_ts_to_datetime,
 )
 from capture.formats import EncodedMessage, FormatOptions, parse_settings
-from capture.formats.ibm import (
+from capture.formats.ibm.encode import (
     HEADER_FIELDS,
     IbmDelimitedEncoder,
     format_commit_lsn,
@@ -35,8 +35,8 @@ from capture.formats.ibm import (
     parse_commit_lsn,
     parse_transaction_id,
 )
-from capture.formats.ibm_records import split_records
-from capture.formats.ibm_settings import HEADER_BYTES, RECORD_OVERHEAD
+from capture.formats.ibm.records import split_records
+from capture.formats.ibm.settings import HEADER_BYTES, RECORD_OVERHEAD
 from capture.formats.layout import layout_record
 from capture.lsn import parse_lsn
 from capture.pgoutput.messages import UNCHANGED_TOAST

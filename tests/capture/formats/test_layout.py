@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 
-from capture.formats import ibm
+from capture.formats.ibm import encode as ibm
 from capture.formats.layout import IBM_HEADER_FIELD_COUNT, RENDERINGS, layout_record
 from capture.synthetic import build_tables, table_specs
 from tests.support.events import keyed_table, table_with

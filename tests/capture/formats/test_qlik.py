@@ -17,7 +17,7 @@ from capture.events import ChangeEvent, Op, TransactionBegin, TransactionCommit
 from capture.formats import parse_settings
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
-from capture.formats.qlik import QlikEncoder
+from capture.formats.qlik.encode import QlikEncoder
 from capture.pgoutput.messages import UNCHANGED_TOAST
 from tests.support.events import event, make_table, table_with
 from tests.support.formats import DELIMITERS, encode_transaction, orders_tables

@@ -20,8 +20,9 @@ def test_every_format_declares_a_frozen_settings_dataclass(fmt: str) -> None:
     assert issubclass(cls, FormatSettings)
     assert dataclasses.is_dataclass(cls)
     assert cls.format_name == fmt
-    home = format_class(fmt).__module__
-    assert cls.__module__ in (home, f"{home}_settings")  # beside the encoder, or next door
+    home = format_class(fmt).__module__  # capture.formats.<format>.encode
+    package = home.rpartition(".")[0]
+    assert cls.__module__ in (home, f"{package}.settings")  # in the encoder, or beside it
     assert cls.__name__ == "Settings"
     defaults = parse_settings(fmt, {})
     assert defaults == cls()

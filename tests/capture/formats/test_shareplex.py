@@ -19,7 +19,7 @@ from capture.events import ChangeEvent, Op, TransactionBegin
 from capture.formats import parse_settings
 from capture.formats._common import row_key
 from capture.formats.base import FormatOptions
-from capture.formats.shareplex import ShareplexEncoder, TransactionSizeError
+from capture.formats.shareplex.encode import ShareplexEncoder, TransactionSizeError
 from capture.pgoutput.messages import UNCHANGED_TOAST
 from tests.support.events import event, make_table, table_with
 from tests.support.formats import encode_transaction, orders_tables

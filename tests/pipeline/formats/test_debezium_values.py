@@ -1,4 +1,4 @@
-"""Debezium's value encodings → PostgreSQL's text (``pipeline.formats.debezium_values``).
+"""Debezium's value encodings → PostgreSQL's text (``pipeline.formats.debezium.decode_values``).
 
 Each expected text is computed here in Python from the original value (the encodings as
 Kafka Connect and Debezium define them), not copied from the decoder's output.
@@ -41,7 +41,7 @@ def _decode_many(spark, cases: list[tuple[str | None, dict[str, str | None]]]) -
     """Each ``(value, kind)`` decoded, in one Spark job."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
-    from pipeline.formats.debezium_values import KIND, value_text  # noqa: PLC0415
+    from pipeline.formats.debezium.decode_values import KIND, value_text  # noqa: PLC0415
 
     rows = [(i, v, *[kind.get(f) for f in FIELDS]) for i, (v, kind) in enumerate(cases)]
     schema = "i int, v string, " + ", ".join(f"{f} string" for f in FIELDS)

@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from capture.formats.ibm import format_commit_lsn, format_transaction_id
+from capture.formats.ibm.encode import format_commit_lsn, format_transaction_id
 from capture.formats.layout import layout_record
 from pipeline.formats import parser_for
 from pipeline.formats.base import ERR_MALFORMED, ERR_UNKNOWN_TABLE

@@ -1,6 +1,6 @@
 """Parsers of the ``debezium.*`` settings whose values are more than a type or a choice.
 
-``capture.formats.debezium.Settings`` names them in its fields' metadata
+``capture.formats.debezium.encode.Settings`` names them in its fields' metadata
 (:data:`capture.formats.settings.PARSE`); each raises a ConfigError naming the key.
 """
 

@@ -4,14 +4,14 @@ One :class:`ColumnForm` per column says how its values are written in the change
 ``before``/``after`` (and in the key): a converter from walcast's value (the typed value
 :meth:`~capture.events.Image.value` decodes, or the PostgreSQL text for the types Debezium
 passes on as text), the value an unchanged TOAST column takes, and the column's Kafka
-Connect schema (:mod:`capture.formats.debezium_schemas`). A column whose type Debezium
+Connect schema (:mod:`capture.formats.debezium.schemas`). A column whose type Debezium
 leaves out of its events (no converter: ``box``, ``xid``, ``money[]`` …) has no form.
 
 Every conversion reproduces what Debezium 3.6.1 writes for the value it decodes from the
 same pgoutput text (``PostgresValueConverter``, ``JdbcValueConverters``, pgjdbc's
 ``PGInterval``/``PgArray``, Jackson's number output), and was checked against the real
 connector on the capture scenario (``tests/readers/test_debezium_compare.py``). The module
-docstring of :mod:`capture.formats.debezium` lists the values per type and every known
+docstring of :mod:`capture.formats.debezium.encode` lists the values per type and every known
 difference. Numbers Jackson writes from Java floats are written with Java's
 ``Float.toString``/``Double.toString`` digits (the shortest that read back, JDK 19+), as
 :class:`orjson.Fragment`; NaN and the infinities are the strings Jackson writes for them.
@@ -19,7 +19,7 @@ difference. Numbers Jackson writes from Java floats are written with Java's
 A value the chosen mode cannot represent (a numeric NaN under
 ``debezium.decimal_handling=precise``; an array holding one in any mode) raises
 :class:`UnrepresentableError`; the encoder decides what to write (see the module docstring
-of :mod:`capture.formats.debezium`).
+of :mod:`capture.formats.debezium.encode`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import orjson
 
 from capture.events import Column
 from capture.formats._instants import civil_fields, unix_days, unix_us
-from capture.formats.debezium_scalars import (
+from capture.formats.debezium.scalars import (
     LONG_MAX,
     LONG_MIN,
     Convert,
@@ -55,7 +55,7 @@ from capture.formats.debezium_scalars import (
     numeric_converter,
     point_struct,
 )
-from capture.formats.debezium_schemas import column_schema
+from capture.formats.debezium.schemas import column_schema
 from capture.types import typmod
 from capture.types.arrays import text_array_decoder
 from capture.types.datetimes import (

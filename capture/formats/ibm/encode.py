@@ -22,7 +22,7 @@ Header
       first ``nnnX`` is where IBM's consumers look for it (the first column), the
       ``<identifier>-INVALID-COLUMN-`` prefix and the ``-NULL`` suffix are IBM's, and a
       reader that keeps the previous value of only the first column still never takes a
-      listed one for NULL if it reads the list (``pipeline/formats/ibm.py`` does).
+      listed one for NULL if it reads the list (``pipeline/formats/ibm/decode.py`` does).
     * ``date`` (``YYYYddd``) and ``time`` (``HHMMSSffffff``) are "when the message was
       put"; walcast uses the COMMIT time (UTC), so a replayed transaction is
       byte-for-byte identical and the output is deterministic.
@@ -55,8 +55,8 @@ Segmentation and memory
     that is derived from the sink's limit, ``FormatOptions.max_message_bytes`` (for Kafka:
     the producer's effective ``message.max.bytes`` less the envelope the daemon reserves),
     minus what this format's messages carry besides their value: the key (the database
-    name), walcast's four headers at their largest (``ibm_settings.HEADER_BYTES``) and
-    Kafka's record and batch overhead (``ibm_settings.RECORD_OVERHEAD``). So a whole
+    name), walcast's four headers at their largest (``settings.HEADER_BYTES``) and
+    Kafka's record and batch overhead (``settings.RECORD_OVERHEAD``). So a whole
     message, as the producer counts it, never exceeds ``message.max.bytes`` at the
     defaults, whatever the transaction's size (a 2,000-row transaction of 1 kB rows is two
     segments at librdkafka's default 1,000,000). A sink without a limit (stdout) keeps 1,000,000.
@@ -88,7 +88,7 @@ Values (before values of every column, then after values, in column order)
       bytea is ``""``), like IBM's hex strings.
     * Record delimiters inside quoted values are not escaped (only the string delimiter
       is, as the IBM document says): split records with a quote-aware reader such as
-      :func:`capture.formats.ibm_records.split_records`, or a CSV reader in multi-line mode.
+      :func:`capture.formats.ibm.records.split_records`, or a CSV reader in multi-line mode.
 
 Images
     * INSERT: all before values empty. DELETE: all after values empty.
@@ -158,7 +158,7 @@ from capture.events import (
 from capture.formats._common import PerTable
 from capture.formats._common import raw_texts as _resolve
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.ibm_settings import Settings, segment_limit
+from capture.formats.ibm.settings import Settings, segment_limit
 from capture.formats.layout import (
     layout_version,
     rendering,

@@ -12,7 +12,7 @@ reads the catalog): a column is ``optional`` unless it is in the primary key (th
 marks NOT NULL columns required), no ``default`` (the connector writes constant and serial
 defaults), no ``doc`` for column comments, and an enum's ``io.debezium.data.Enum`` schema
 has no ``allowed`` parameter (walcast writes an enum as a plain string schema). See the
-module docstring of :mod:`capture.formats.debezium`.
+module docstring of :mod:`capture.formats.debezium.encode`.
 """
 
 from __future__ import annotations

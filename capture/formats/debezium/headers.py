@@ -1,7 +1,7 @@
 r"""The Kafka headers the Debezium connector puts on the two halves of a primary-key change.
 
 An UPDATE that changes a row's primary key is, in Debezium's topics, a delete of the old
-key (and its tombstone) and a create of the new key (:mod:`capture.formats.debezium`).
+key (and its tombstone) and a create of the new key (:mod:`capture.formats.debezium.encode`).
 The connector marks them (``RelationalChangeRecordEmitter.emitUpdateAsPrimaryKeyChangeRecord``,
 checked in the connector's source): the delete and its tombstone carry
 ``__debezium.newkey`` (the new key), the create ``__debezium.oldkey`` (the old key). Each
@@ -11,7 +11,7 @@ header's value is the key ``Struct`` as Kafka Connect's default header converter
 only ``\`` and ``"`` escaped (no control-character escapes), numbers and booleans bare,
 null ``null``, bytes as quoted base64, nested structs (``VariableScaleDecimal``) and
 arrays alike. :func:`key_header` builds that text from the key's values in the record's
-form (what :mod:`capture.formats.debezium_values` converts them to):
+form (what :mod:`capture.formats.debezium.encode_values` converts them to):
 
 * a Connect ``Decimal`` (``numeric(p,s)``/``money`` under ``decimal_handling=precise``)
   is a ``BigDecimal`` in the header, written by its ``toString`` (``1.50``; ``1E-7``
@@ -37,7 +37,7 @@ from typing import Any, Final
 
 import orjson
 
-from capture.formats.debezium_values import ColumnForm
+from capture.formats.debezium.encode_values import ColumnForm
 
 OLD_KEY: Final = "__debezium.oldkey"
 """On the create of the new key: the key the row had."""

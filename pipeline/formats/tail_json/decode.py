@@ -1,7 +1,7 @@
 """``json``: walcast's own line format (``walcast run --format json``, ``walcast tail``).
 
 One JSON object per row change (``schemas/json.schema.json``, written by
-:mod:`capture.formats.tail_json`): ``op``, ``schema``, ``table``, ``xid``,
+:mod:`capture.formats.tail_json.encode`): ``op``, ``schema``, ``table``, ``xid``,
 ``commit_lsn`` (``X/Y``), ``commit_time`` (ISO-8601, UTC), ``before``/``after`` (column →
 PostgreSQL text, or null for a missing image) and ``unchanged_toast``.
 

@@ -86,7 +86,7 @@ Records, in Debezium's order:
   part with characters outside ``[A-Za-z0-9_]`` gets walcast's escaping (``_`` plus a hash,
   :mod:`capture.sinks.topics`) where Debezium only replaces them with ``_``.
 
-Values (see :mod:`capture.formats.debezium_values`; Debezium's defaults first):
+Values (see :mod:`capture.formats.debezium.encode_values`; Debezium's defaults first):
 
 * int2/int4/int8/oid: numbers; float4/float8: numbers with Java's digits (``3.4028235E38``,
   ``1.0E-5``, ``-0.0``), NaN/±Infinity as the strings ``"NaN"``, ``"Infinity"``,
@@ -151,7 +151,7 @@ Known differences (walcast reads pgoutput, the connector also reads the catalog)
   column and LSN; they never reach Kafka in another form.
 * Kafka headers: the two halves of a key change carry the connector's
   ``__debezium.newkey`` (the delete and its tombstone) and ``__debezium.oldkey`` (the
-  create), in the default header converter's text (:mod:`.debezium_headers`), after
+  create), in the default header converter's text (:mod:`.headers`), after
   walcast's own (commit LSN, xid, ordinal, source); ``__debezium.context.*`` (off by
   default in the connector) are not written. With ``daemon.split_key_updates`` the pump
   splits a key change before the encoder sees it: its halves carry no such header.
@@ -174,9 +174,21 @@ from capture.events import PG_EPOCH_US, ChangeEvent, Image, Op, Table, Transacti
 from capture.events import TransactionCommit as Commit
 from capture.formats._common import PerTable, clock_us
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.debezium_headers import NEW_KEY, OLD_KEY, key_header
-from capture.formats.debezium_scalars import DecimalMode, UnrepresentableError, java_hashmap_order
-from capture.formats.debezium_schemas import (
+from capture.formats.debezium.encode_values import (
+    BinaryMode,
+    ColumnForm,
+    NoPlaceholderError,
+    TimeMode,
+    ValueModes,
+    column_form,
+)
+from capture.formats.debezium.headers import NEW_KEY, OLD_KEY, key_header
+from capture.formats.debezium.scalars import (
+    DecimalMode,
+    UnrepresentableError,
+    java_hashmap_order,
+)
+from capture.formats.debezium.schemas import (
     HEARTBEAT_KEY,
     HEARTBEAT_VALUE,
     TRANSACTION_KEY,
@@ -188,17 +200,9 @@ from capture.formats.debezium_schemas import (
     schema_prefix,
     with_field,
 )
-from capture.formats.debezium_settings import (
+from capture.formats.debezium.settings import (
     prefix_setting,
     skipped_setting,
-)
-from capture.formats.debezium_values import (
-    BinaryMode,
-    ColumnForm,
-    NoPlaceholderError,
-    TimeMode,
-    ValueModes,
-    column_form,
 )
 from capture.formats.settings import PARSE, FormatSettings, setting_text
 from capture.lsn import format_lsn

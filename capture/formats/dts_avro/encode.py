@@ -6,7 +6,7 @@ registry magic byte) that decodes with DTS's published schema, unchanged
 ``Record``). The datum is written directly from precomputed byte strings (per
 encoder, table and transaction) with the Avro wire primitives of
 :mod:`capture.formats.avro`, instead of through a generic Avro writer, which is several
-times slower; each column's image item comes from :mod:`capture.formats.dts_values`. The
+times slower; each column's image item comes from :mod:`capture.formats.dts_avro.values`. The
 tests check every record against ``fastavro`` (decoding with the unchanged schema, and
 byte equality with ``fastavro.schemaless_writer``).
 
@@ -146,7 +146,7 @@ from capture.formats.avro import (
     zigzag,
 )
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
-from capture.formats.dts_values import NONE, NULL, converter
+from capture.formats.dts_avro.values import NONE, NULL, converter
 from capture.formats.settings import FormatSettings
 from capture.lsn import format_lsn
 

@@ -20,7 +20,7 @@ and walcast's ``--format debezium`` output alike:
   delete (and its tombstone) carries ``__debezium.newkey``, the create
   ``__debezium.oldkey`` (the old key in the default header converter's text,
   ``{"id":6}``, or JsonConverter's; walcast's ``--format debezium`` writes them too,
-  :mod:`capture.formats.debezium_headers`). normalize pairs them by those headers alone,
+  :mod:`capture.formats.debezium.headers`). normalize pairs them by those headers alone,
   message by message (the halves may be in different partitions, even batches):
 
   - the create carrying ``__debezium.oldkey`` is the key change itself: one ``update``
@@ -70,7 +70,7 @@ and walcast's ``--format debezium`` output alike:
   headers instead.
 * **Primary key**: the layout's, else the field names of the record's key (null key:
   none, the table is kept as a multiset of rows).
-* **Values**: decoded to PostgreSQL's text by :mod:`.debezium_values`, each by its kind,
+* **Values**: decoded to PostgreSQL's text by :mod:`.decode_values`, each by its kind,
   from the event's Connect schema when it has one, else from the table's layout record
   (walcast's layout topic) under the modes given by parser options ``decimal_handling``
   (``precise``), ``time_precision`` (``adaptive``), ``binary_handling`` (``bytes``),
@@ -90,7 +90,7 @@ and walcast's ``--format debezium`` output alike:
   quarantine as ``unsupported``, the columns named, rather than into the table with
   those columns null.
 * Columns Debezium leaves out (``line``, ``box``, ``tsquery``, ``pg_lsn`` …) are not in
-  the images; see :mod:`.debezium_values` for every value Debezium changes on the way.
+  the images; see :mod:`.decode_values` for every value Debezium changes on the way.
 """
 
 # ruff: noqa: N812
@@ -115,7 +115,7 @@ from pipeline.formats.base import (
     message,
     no_changes,
 )
-from pipeline.formats.debezium_values import (
+from pipeline.formats.debezium.decode_values import (
     BINARY_MODES,
     CONNECT_TEMPORAL,
     DECIMAL,

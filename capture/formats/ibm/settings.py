@@ -1,6 +1,6 @@
 """The ``ibm.*`` settings, their parsers, and the segment limit derived from the sink.
 
-``capture.formats.ibm`` documents each setting ("Settings") and how the limit is derived
+``capture.formats.ibm.encode`` documents each setting ("Settings") and how the limit is derived
 ("Segmentation and memory"); every error is a ConfigError naming the key.
 """
 

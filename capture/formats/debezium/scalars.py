@@ -2,11 +2,11 @@
 
 Java's number text (``Double.toString``/``Float.toString``, as Jackson writes floats),
 Kafka Connect's Decimal and Debezium's VariableScaleDecimal, money, point, bit strings and
-hstore. :mod:`capture.formats.debezium_values` picks one of these per column.
+hstore. :mod:`capture.formats.debezium.encode_values` picks one of these per column.
 
 Invariants: every function either returns the value Debezium 3.6.1 writes for its input,
 raises :class:`UnrepresentableError` (the mode has no form for the value: the encoder
-decides, see :mod:`capture.formats.debezium`), or raises :class:`InvalidValueError` (input
+decides, see :mod:`capture.formats.debezium.encode`), or raises :class:`InvalidValueError` (input
 no PostgreSQL server sends, e.g. ``'2'`` in a bit string): never another exception for a
 value, so that an encoder never crashes on one. Integers have no digit limit (numeric holds
 up to 131,072 digits; Python's ``int(str)`` limit of 4,300 is never met).

@@ -11,7 +11,7 @@ string functions only:
 * Fields: the 12 header fields, then the before value of every column, then the after
   value of every column. An empty field is NULL, ``""`` the empty string.
 * Columns come from the layout record the record names: walcast writes the table's layout
-  ``version`` (16 hex digits) in ``plan_name`` (:mod:`capture.formats.ibm`), and the
+  ``version`` (16 hex digits) in ``plan_name`` (:mod:`capture.formats.ibm.encode`), and the
   record is read with the layout of ``schema.table`` (same source) with that
   ``version``, never with one chosen by field count (ADD COLUMN then DROP COLUMN give
   two layouts with one field count; an ALTER inside a transaction gives one transaction
@@ -70,7 +70,7 @@ from pipeline.layouts import column_names, column_types, same_source
 
 HEADER = 12
 LAYOUT_VERSION = "^[0-9a-f]{16}$"
-"""A ``plan_name`` that names the record's layout version (``capture.formats.ibm``)."""
+"""A ``plan_name`` that names the record's layout version (``capture.formats.ibm.encode``)."""
 INVALID_RE = r"-INVALID-COLUMN-((?:[0-9]+[AB]-)+)"
 """The unavailable columns of an identifier: ``…-INVALID-COLUMN-002A-005A-NULL``."""
 _OPS = {"ISRT": "insert", "REPL": "update", "DLET": "delete"}

@@ -1,8 +1,8 @@
 """Reading IBM Q Replication delimited records back: the fields of each record.
 
-The inverse of :mod:`capture.formats.ibm`'s rendering, for tests, tools and consumers
+The inverse of :mod:`capture.formats.ibm.encode`'s rendering, for tests, tools and consumers
 written in Python (the Spark jobs read the same text with regular expressions,
-:mod:`pipeline.formats.ibm`). Any CSV reader in multi-line mode with the same delimiters
+:mod:`pipeline.formats.ibm.decode`). Any CSV reader in multi-line mode with the same delimiters
 reads it too.
 """
 

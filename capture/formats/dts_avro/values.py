@@ -5,7 +5,7 @@ item is a union of DTS's typed records (``Integer``, ``Character``, ``Decimal``,
 ``Timestamp``, ``DateTime``, ``TimestampWithTimeZone``, ``BinaryObject``, ``TextObject``,
 ``EmptyObject`` …, :data:`IMAGE_TYPES`). :func:`converter` returns, per column, a function
 from the value's PostgreSQL text (bytes, as the walsender prints it) to the encoded item.
-The mapping is documented in :mod:`capture.formats.dts_avro`.
+The mapping is documented in :mod:`capture.formats.dts_avro.encode`.
 
 Dates and times are read with :mod:`capture.types.datetimes` (exact for BC dates, years
 past 9999 and every offset) and the conversions of date/time values are memoized per

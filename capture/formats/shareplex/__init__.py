@@ -1,0 +1,1 @@
+"""Quest SharePlex's JSON: the encoder."""

@@ -1,0 +1,1 @@
+"""Alibaba Canal's JSON (FlatMessage): the parser (``decode``)."""

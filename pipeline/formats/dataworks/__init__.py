@@ -1,0 +1,1 @@
+"""Alibaba DataWorks' JSON: the parser (``decode``)."""

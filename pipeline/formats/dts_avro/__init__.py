@@ -1,0 +1,1 @@
+"""Alibaba DTS's Avro records: the parser (``decode``)."""

@@ -1,0 +1,1 @@
+"""IBM Q Replication's delimited records: the parser (``decode``)."""

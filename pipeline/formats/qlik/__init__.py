@@ -1,0 +1,1 @@
+"""Qlik Replicate's JSON: the parser (``decode``)."""

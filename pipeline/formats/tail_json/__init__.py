@@ -1,0 +1,1 @@
+"""walcast's own JSON lines (``--format json``): the parser (``decode``)."""
