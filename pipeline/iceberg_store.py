@@ -25,11 +25,13 @@ Invariants:
 * **Exactly once.** Each commit of a batch (the TRUNCATE's ``DELETE``, then the
   ``MERGE``) carries ``walcast.app-id``, ``walcast.batch-id`` and ``walcast.step`` in its
   snapshot summary, written by the same commit (Iceberg's ``CommitMetadata``). Before a
-  step, the table's newest snapshot of this app id is read: a step at or before the
-  ``(batch, step)`` it records is skipped. A batch replayed after a crash therefore
-  applies only what it had not committed, as Delta's ``txnAppId``/``txnVersion`` do. An
-  expired snapshot loses nothing: the newest one of the app is never older than the last
-  commit, and snapshot expiry keeps the current snapshot.
+  step, the highest ``(batch, step)`` among the table's snapshots of this app id is read
+  (:func:`last_commit`): a step at or before it is skipped. A batch replayed after a crash
+  therefore applies only what it had not committed, as Delta's ``txnAppId``/``txnVersion``
+  do. Only the latest batch is ever replayed, and its snapshot is the table's current
+  one unless another writer committed since: a snapshot expiry that removes the app's
+  last snapshot while a batch is pending (possible only with a second writer) could let
+  that batch apply again.
 * **Schema.** A column the table lacks is added (``ALTER TABLE … ADD COLUMNS``), as in the
   Delta store. Iceberg has no 8- or 16-bit integers: ``int2`` columns are stored as
   ``int`` (Iceberg's own mapping); every other type is the Delta store's.
@@ -173,20 +175,29 @@ def _commit(spark: SparkSession, properties: dict[str, str], function: Callable[
 
 
 def last_commit(spark: SparkSession, name: str, app_id: str) -> tuple[int, int] | None:
-    """The ``(batch id, step)`` of ``app_id``'s newest commit to table ``name`` (None: none)."""
+    """The highest ``(batch id, step)`` ``app_id`` committed to table ``name`` (None: none).
+
+    The highest, not the newest: two commits of one batch may share a millisecond, and a
+    streaming query's batch ids only grow.
+    """
+    summary = F.col("summary")
+    step = F.coalesce(
+        *[F.when(summary.getItem(STEP) == label, F.lit(rank)) for label, rank in STEPS.items()],
+        F.lit(0),
+    )
     row = (
-        spark.sql(f"SELECT committed_at, summary FROM {name}.snapshots")  # noqa: S608
-        .where(F.col("summary").getItem(APP_ID) == F.lit(app_id))
-        .orderBy(F.col("committed_at").desc())
+        spark.sql(f"SELECT summary FROM {name}.snapshots")  # noqa: S608 - quoted name
+        .where(summary.getItem(APP_ID) == F.lit(app_id))
         .select(
-            F.col("summary").getItem(BATCH_ID).cast("long").alias("batch"),
-            F.col("summary").getItem(STEP).alias("step"),
+            F.max(
+                F.struct(summary.getItem(BATCH_ID).cast("long").alias("batch"), step.alias("step"))
+            ).alias("last")
         )
         .first()
     )
-    if row is None:
+    if row is None or row["last"] is None:
         return None
-    return int(row["batch"]), STEPS.get(row["step"], 0)
+    return int(row["last"]["batch"]), int(row["last"]["step"])
 
 
 # ------------------------------------------------------------------ MERGE
