@@ -122,12 +122,12 @@ test: test-prerequisites setup lint typecheck
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-versions PG_MAJORS="$(OTHER_PG_MAJORS)"
 
-# The integration tier (and the unit tests marked spark) on the system's PostgreSQL.
-# Its tests mostly wait (on servers, on Spark, on a timeout they check), so it runs on more
-# workers than the machine has cores (pytest-xdist; TEST_WORKERS=1: one at a time). Each
-# test keeps to its own tables, slots, topics and databases, so they share the servers; the
-# few that stop or restart a shared server are marked `exclusive` and run alone afterwards.
-TEST_WORKERS ?= 3
+# The integration tier (and the unit tests marked spark) on the system's PostgreSQL; the
+# few tests that stop or restart a shared server are marked `exclusive` and run alone
+# afterwards. TEST_WORKERS=N runs the rest on N pytest-xdist workers; CI keeps 0 (one at a
+# time): on 2 cores, 3 workers took about as long (the tier is CPU-bound) and a rehearsal
+# had about 65 Spark tests fail together on one worker, not yet explained (DEVELOPMENT.md).
+TEST_WORKERS ?= 0
 test-integration: test-prerequisites setup
 	eval "$$($(SERVICES) start all)" && \
 	  $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist load \
@@ -141,7 +141,7 @@ test-integration: test-prerequisites setup
 PG_MAJORS ?= $(SUPPORTED_PG_MAJORS)
 test-versions: test-prerequisites setup
 	eval "$$($(SERVICES) start kafka)" && \
-	  WALCAST_TEST_PG_VERSIONS="$(PG_MAJORS)" $(PYTHON) -m pytest -q -m core -n 2
+	  WALCAST_TEST_PG_VERSIONS="$(PG_MAJORS)" $(PYTHON) -m pytest -q -m core
 
 bench: setup
 	eval "$$($(SERVICES) start all)" && \
