@@ -124,13 +124,14 @@ test: test-prerequisites setup lint typecheck
 
 # The integration tier (and the unit tests marked spark) on the system's PostgreSQL; the
 # few tests that stop or restart a shared server are marked `exclusive` and run alone
-# afterwards. TEST_WORKERS=N runs the rest on N pytest-xdist workers; CI keeps 0 (one at a
-# time): on 2 cores, 3 workers took about as long (the tier is CPU-bound) and a rehearsal
-# had about 65 Spark tests fail together on one worker, not yet explained (DEVELOPMENT.md).
-TEST_WORKERS ?= 0
+# afterwards. The rest runs on TEST_WORKERS pytest-xdist workers (0: one at a time); tests
+# on the capture scenario's fixed tables share an xdist_group, so one worker runs them in
+# turn. A rehearsal on 3 workers took about 45 min for this tier (load 4-8) where one at a
+# time took 62 min: the tier is mostly CPU-bound on 2 cores.
+TEST_WORKERS ?= 3
 test-integration: test-prerequisites setup
 	eval "$$($(SERVICES) start all)" && \
-	  $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist load \
+	  $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadgroup \
 	    -m "(integration or spark) and not exclusive" && \
 	  $(PYTHON) -m pytest -q --durations=5 -m "exclusive"
 

@@ -388,6 +388,7 @@ def own_table_clean(dsn: str, kafka: str) -> None:
 
 @pytest.mark.integration
 @pytest.mark.spark
+@pytest.mark.exclusive  # the README's fixed names (mine.accounts, mine_kafka): alone, last
 def test_your_own_table_runs_as_written(tmp_path: Path) -> None:
     """Every command of the section, in order, in one bash (``set -euo pipefail``), from
     the repository and a cold home (only the download cache is the machine's)."""

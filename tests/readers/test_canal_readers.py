@@ -23,7 +23,8 @@ from tests.readers.expect import (
 from tests.readers.harness import ReaderHarness
 from tests.readers.reference import RefChange, RefTable
 
-pytestmark = pytest.mark.integration
+# The capture scenario's fixed tables and topics: one xdist worker runs these in turn.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("scenario")]
 
 RUNS = ["capture_run", "stream_run"]
 

@@ -22,7 +22,8 @@ from tests.readers.conftest import Run
 from tests.readers.expect import bytea_bytes, civil, days_from_civil, epoch_us
 from tests.readers.reference import RefChange, RefColumn
 
-pytestmark = pytest.mark.integration
+# The capture scenario's fixed tables and topics: one xdist worker runs these in turn.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("scenario")]
 
 RUNS = ["capture_run", "stream_run"]
 TYPES = {"BOOLEAN", "DOUBLE", "LONG", "DATE", "BYTES", "STRING"}

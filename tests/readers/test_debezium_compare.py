@@ -28,7 +28,8 @@ from tests.readers.debezium_outputs import PREFIX, Outputs, walcast_messages
 from tests.support import scenario as sc
 from tests.support.debezium_reference import DebeziumRecord, run_reference
 
-pytestmark = pytest.mark.integration
+# The capture scenario's fixed tables and topics: one xdist worker runs these in turn.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("scenario")]
 
 SAME_SOURCE_FIELDS = (
     "version", "connector", "ts_ms", "snapshot", "db", "ts_us", "ts_ns", "schema", "table",

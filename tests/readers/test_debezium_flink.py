@@ -30,7 +30,8 @@ from tests.readers.expect import float32_bits, float64_bits
 from tests.readers.harness import ReaderHarness
 from tests.readers.reference import RefColumn, RefTable
 
-pytestmark = pytest.mark.integration
+# The capture scenario's fixed tables and topics: one xdist worker runs these in turn.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("scenario")]
 
 _PLAIN = {
     "int2": "SMALLINT", "int4": "INT", "int8": "BIGINT", "oid": "BIGINT", "bool": "BOOLEAN",

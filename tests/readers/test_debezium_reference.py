@@ -37,7 +37,8 @@ from tests.support.debezium_reference import (
     run_reference,
 )
 
-pytestmark = pytest.mark.integration
+# The capture scenario's fixed tables and topics: one xdist worker runs these in turn.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("scenario")]
 
 PREFIX = "wdbz"
 SCHEMA = "dbz_ref"

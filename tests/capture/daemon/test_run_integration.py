@@ -27,7 +27,8 @@ from capture.lsn import parse_lsn
 from tests.support import scenario as sc
 from tests.support import test_decoding
 
-pytestmark = pytest.mark.integration
+# The capture scenario's fixed tables and topics: one xdist worker runs these in turn.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("scenario")]
 SCHEMAS = sc.REPO / "schemas"
 
 

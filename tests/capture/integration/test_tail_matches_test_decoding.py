@@ -12,7 +12,8 @@ import pytest
 from tests.support import scenario as sc
 from tests.support import test_decoding
 
-pytestmark = [pytest.mark.integration, pytest.mark.core]
+# The capture scenario's fixed tables and topics: one xdist worker runs these in turn.
+pytestmark = [pytest.mark.integration, pytest.mark.core, pytest.mark.xdist_group("scenario")]
 
 LOW_WORK_MEM = "options='-c logical_decoding_work_mem=64kB'"
 # money's text depends on the server's lc_monetary: --binary refuses it (binary_check.py),
