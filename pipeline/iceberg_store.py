@@ -130,48 +130,36 @@ def table_name(catalog: str, schema: str, table: str, source: str | None = None)
 # ------------------------------------------------------------------ commits
 
 
-class _Call:
-    """A Python function as a ``java.util.concurrent.Callable`` (py4j callback)."""
-
-    def __init__(self, function: Callable[[], object]) -> None:
-        self.function = function
-        self.error: BaseException | None = None
-        self.result: object = None
-
-    def call(self) -> None:
-        """Run the function; its exception is kept for Python (py4j would flatten it)."""
-        try:
-            self.result = self.function()
-        except BaseException as exc:  # noqa: BLE001 - re-raised by _commit
-            self.error = exc
-
-    class Java:
-        implements = ["java.util.concurrent.Callable"]  # noqa: RUF012 - py4j's protocol
-
-
 def _commit(spark: SparkSession, properties: dict[str, str], function: Callable[[], object]) -> Any:
     """Run ``function`` so that the Iceberg commits it makes carry ``properties``.
 
-    Iceberg's ``CommitMetadata`` keeps them in a thread-local of the JVM thread that
-    commits; PySpark's pinned threads run the callback's SQL on that same thread.
+    Iceberg's ``CommitMetadata.withCommitProperties`` keeps the properties in a
+    thread-local of the JVM thread that commits, for the duration of a ``Callable``. A
+    Python ``Callable`` would be a py4j callback into this process, nested inside a call of
+    the same pinned connection; a failure or interruption there can leave an answer unread
+    on the gateway and every later Spark call of the process off by one. So the same
+    thread-local (``CommitMetadata.COMMIT_PROPERTIES``, read by its public
+    ``commitProperties()``) is set and cleared here, from Python, around ``function``:
+    PySpark's pinned threads run this thread's calls, ``function``'s SQL included, on one
+    JVM thread, the one whose thread-local is set. Invariant: the thread-local is empty
+    again when this returns or raises.
     """
-    from pyspark.java_gateway import ensure_callback_server_started  # noqa: PLC0415
-
-    gateway = spark.sparkContext._gateway  # noqa: SLF001
-    assert gateway is not None
-    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
     jvm = spark._jvm  # noqa: SLF001
     assert jvm is not None
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # Spark's jars
+    name = "org.apache.iceberg.spark.CommitMetadata"
+    holder = jvm.java.lang.Class.forName(name, True, loader)  # noqa: FBT003 - Java API
+    field = holder.getDeclaredField("COMMIT_PROPERTIES")
+    field.setAccessible(True)
+    local = field.get(None)
     values = jvm.java.util.HashMap()
     for key, value in properties.items():
         values.put(key, value)
-    call = _Call(function)
-    jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
-        values, call, jvm.java.lang.Class.forName("java.lang.RuntimeException")
-    )
-    if call.error is not None:
-        raise call.error
-    return call.result
+    local.set(values)
+    try:
+        return function()
+    finally:
+        local.set(jvm.java.util.HashMap())
 
 
 def last_commit(spark: SparkSession, name: str, app_id: str) -> tuple[int, int] | None:
