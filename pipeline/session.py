@@ -134,21 +134,12 @@ class SessionOptions:
     """More JVM options of the driver, after walcast's own (time zone, log4j)."""
 
 
-def build_session(options: SessionOptions | None = None) -> SparkSession:
-    """Create (or return the active) Spark session with the cached connector jars."""
-    from pyspark.sql import SparkSession  # noqa: PLC0415
+def session_settings(opts: SessionOptions, jars: list[Path], log_level: str) -> dict[str, str]:
+    """The Spark settings of a session: walcast's, then the options' ``extra`` over them.
 
-    opts = options or SessionOptions()
-    jars = ensure_jars(iceberg=opts.iceberg)
-    if not opts.iceberg:
-        jars = [p for p in jars if not p.name.startswith(ICEBERG_JAR_PREFIX)]
-    builder = SparkSession.builder.appName(opts.app_name)
-    if opts.master:
-        builder = builder.master(opts.master)
-    if (opts.master or "").startswith("local"):
-        # A local driver binds to loopback (Spark warns about the host name otherwise).
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    log_level = os.environ.get("WALCAST_SPARK_LOG_LEVEL", "WARN")
+    Invariant: JVM options given in ``extra`` (``--conf spark.driver.extraJavaOptions=…``)
+    are appended to walcast's (UTC time zone, log4j configuration), never put instead.
+    """
     settings = {
         "spark.jars": ",".join(str(p) for p in jars),
         "spark.sql.shuffle.partitions": str(opts.shuffle_partitions),
@@ -171,7 +162,32 @@ def build_session(options: SessionOptions | None = None) -> SparkSession:
     if opts.iceberg:
         extensions = [settings.get("spark.sql.extensions"), ICEBERG_EXTENSION]
         settings["spark.sql.extensions"] = ",".join(e for e in extensions if e)
-    settings |= opts.extra
+    extra = dict(opts.extra)
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        # A user's JVM options (--conf) come after walcast's, never instead of them: without
+        # -Duser.timezone=UTC the JVM's default zone would be the machine's.
+        if key in extra:
+            settings[key] = f"{settings[key]} {extra.pop(key)}"
+    settings |= extra
+    return settings
+
+
+def build_session(options: SessionOptions | None = None) -> SparkSession:
+    """Create (or return the active) Spark session with the cached connector jars."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    opts = options or SessionOptions()
+    jars = ensure_jars(iceberg=opts.iceberg)
+    if not opts.iceberg:
+        jars = [p for p in jars if not p.name.startswith(ICEBERG_JAR_PREFIX)]
+    builder = SparkSession.builder.appName(opts.app_name)
+    if opts.master:
+        builder = builder.master(opts.master)
+    if (opts.master or "").startswith("local"):
+        # A local driver binds to loopback (Spark warns about the host name otherwise).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_level = os.environ.get("WALCAST_SPARK_LOG_LEVEL", "WARN")
+    settings = session_settings(opts, jars, log_level)
     for key, value in settings.items():
         builder = builder.config(key, value)
     launch_quiet_gateway(

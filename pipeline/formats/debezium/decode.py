@@ -260,15 +260,17 @@ class DebeziumParser(Parser):
             kept(body("after")).alias("_raw_after"),
             toasted(body("after")).alias("_toast"),
         )
-        # One decoding expression for both images (built and planned once, not twice).
-        both = F.transform(
-            F.array(F.col("_raw_before"), F.col("_raw_after")),
+        # One decoding expression for the images and a key move's old key (the
+        # __debezium.oldkey header): built and planned once, not three times.
+        images = F.transform(
+            F.array(F.col("_raw_before"), F.col("_raw_after"), _key_struct(F.col("header_oldkey"))),
             lambda image: decoded_image(image, kinds, mode),
         )
-        df = df.withColumn("_both", both).select(
+        df = df.withColumn("_images", images).select(
             "*",
-            F.col("_both")[0].alias("_before"),
-            F.col("_both")[1].alias("_after"),
+            F.col("_images")[0].alias("_before"),
+            F.col("_images")[1].alias("_after"),
+            F.col("_images")[2].alias("_header_old_key"),
         )
         key_text = F.col("key").cast("string")
         key_names = F.map_keys(_key_struct(key_text))
@@ -283,7 +285,7 @@ class DebeziumParser(Parser):
         )
         moved = (op_raw == "c") & F.col("header_oldkey").isNotNull() & pairable
         consumed = (op_raw == "d") & F.col("header_newkey").isNotNull() & pairable
-        old_key = F.when(moved, decoded_image(_key_struct(F.col("header_oldkey")), kinds, mode))
+        old_key = F.when(moved, F.col("_header_old_key"))
         df = df.withColumn("_old_key", old_key)
         old_key_read = (
             F.forall(pk, lambda c: F.element_at(F.col("_old_key"), c).isNotNull())

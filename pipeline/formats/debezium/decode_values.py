@@ -523,8 +523,15 @@ def staged_value(value: Column, kind: Column) -> Column:
     )
 
 
-def staged_text(staged: Column, binary_mode: str = "bytes") -> Column:
-    """The second pass of :func:`value_text`: PostgreSQL's text of a :func:`staged_value`."""
+def staged_texts(staged: Column, binary_mode: str = "bytes") -> Column:
+    """The second pass of :func:`value_text`: the texts of a :func:`staged_value`.
+
+    ``struct<v, kind, scalar, elements: array<struct<sent, t>>>``: ``scalar`` is the
+    value's :func:`scalar_text`, ``elements`` each array element's (``sent``: not null in
+    the array). The third pass (:func:`finished_text`) reads these as fields: each
+    :func:`scalar_text` is in the plan once, not once per reference (an element's text was
+    referenced ten times, which made an image's expression 170 KB of text).
+    """
     value, kind = staged["v"], staged["kind"]
     scalar = scalar_text(
         value,
@@ -541,40 +548,46 @@ def staged_text(staged: Column, binary_mode: str = "bytes") -> Column:
         staged["items"],
         lambda e: F.struct(
             e["v"].isNotNull().alias("sent"),
-            array_element_text(
-                scalar_text(
-                    e["v"],
-                    kind["itype"],
-                    kind["iname"],
-                    kind["iscale"],
-                    F.lit(None).cast("string"),
-                    element_pg,
-                    binary_mode,
-                    e["u"],
-                )
+            scalar_text(
+                e["v"],
+                kind["itype"],
+                kind["iname"],
+                kind["iscale"],
+                F.lit(None).cast("string"),
+                element_pg,
+                binary_mode,
+                e["u"],
             ).alias("t"),
         ),
     )
+    return F.struct(
+        value.alias("v"), kind.alias("kind"), scalar.alias("scalar"), elements.alias("elements")
+    )
+
+
+def finished_text(texts: Column) -> Column:
+    """The third pass of :func:`value_text`: PostgreSQL's text of a :func:`staged_texts`."""
+    value, kind, elements = texts["v"], texts["kind"], texts["elements"]
     # an element that does not decode leaves the whole array undecoded (never a NULL)
     array = F.when(
         ~F.exists(elements, lambda x: x["sent"] & x["t"].isNull()),
         F.concat(
             F.lit("{"),
-            F.array_join(F.transform(elements, lambda x: x["t"]), ",", "NULL"),
+            F.array_join(F.transform(elements, lambda x: array_element_text(x["t"])), ",", "NULL"),
             F.lit("}"),
         ),
     )
     return (
         F.when(kind.isNull() | value.isNull(), value)
         .when(kind["ctype"] == "array", array)
-        .otherwise(scalar)
+        .otherwise(texts["scalar"])
     )
 
 
 def value_text(value: Column, kind: Column, binary_mode: str = "bytes") -> Column:
     """PostgreSQL's text of a value (JSON text) of ``kind`` (null kind: kept as it is).
 
-    One value decoded as :func:`decoded_image` decodes an image's (the same two passes).
+    One value decoded as :func:`decoded_image` decodes an image's (the same three passes).
     """
     name = F.lit("value")
     image = decoded_image(F.create_map(name, value), F.create_map(name, kind), binary_mode)
@@ -584,9 +597,9 @@ def value_text(value: Column, kind: Column, binary_mode: str = "bytes") -> Colum
 def decoded_image(image: Column, kinds: Column, binary_mode: str = "bytes") -> Column:
     """``image`` with every value decoded by its column's kind (null kinds: null image).
 
-    Two passes over the image's entries (:func:`staged_value`, then :func:`staged_text`):
-    Spark does not merge two ``transform`` calls, so each pass reads the other's result as
-    a field instead of repeating its expression.
+    Three passes over the image's entries (:func:`staged_value`, :func:`staged_texts`,
+    :func:`finished_text`): Spark does not merge two ``transform`` calls, so each pass
+    reads the one before as fields instead of repeating its expression.
     """
     staged = F.transform(
         F.map_entries(image),
@@ -596,9 +609,13 @@ def decoded_image(image: Column, kinds: Column, binary_mode: str = "bytes") -> C
         ),
     )
     texts = F.transform(
-        staged, lambda e: F.struct(e["k"].alias("key"), staged_text(e["s"], binary_mode))
+        staged,
+        lambda e: F.struct(e["k"].alias("k"), staged_texts(e["s"], binary_mode).alias("s")),
     )
-    return F.when(kinds.isNotNull(), F.map_from_entries(texts))
+    finished = F.transform(
+        texts, lambda e: F.struct(e["k"].alias("key"), finished_text(e["s"]).alias("value"))
+    )
+    return F.when(kinds.isNotNull(), F.map_from_entries(finished))
 
 
 def undecoded(raw: Column, decoded: Column) -> Column:
