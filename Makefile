@@ -126,12 +126,15 @@ test: test-prerequisites setup lint typecheck
 # few tests that stop or restart a shared server are marked `exclusive` and run alone
 # afterwards. The rest runs on TEST_WORKERS pytest-xdist workers (0: one at a time); tests
 # on the capture scenario's fixed tables share an xdist_group, so one worker runs them in
-# turn. A rehearsal on 3 workers took about 45 min for this tier (load 4-8) where one at a
-# time took 62 min: the tier is mostly CPU-bound on 2 cores.
+# turn, and so do a file's tests that share a module fixture (tests/conftest.py). A worker
+# that crashes (a test past its timeout ends its process) ends the run in one line
+# (--max-worker-restart=0): a replaced worker once left the run waiting for ever. A
+# rehearsal on 3 workers took about 45 min for this tier (load 4-8) where one at a time
+# took 62 min: the tier is mostly CPU-bound on 2 cores.
 TEST_WORKERS ?= 3
 test-integration: test-prerequisites setup
 	eval "$$($(SERVICES) start all)" && \
-	  $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadgroup \
+	  $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadgroup --max-worker-restart=0 \
 	    -m "(integration or spark) and not exclusive" && \
 	  $(PYTHON) -m pytest -q --durations=5 -m "exclusive"
 

@@ -113,6 +113,45 @@ def _requested_majors() -> list[str]:
     return majors
 
 
+SPREAD = frozenset({"test_end_to_end.py"})
+"""Files whose module fixtures name everything they make uniquely, and whose tests are long
+enough that one worker running them all would be the run's tail (tests/pipeline's end to
+end: about 20 minutes in one place, its fixture about 1.5 minutes per worker)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``), keep a file's tests on one worker when they
+    share a module- or package-scoped fixture.
+
+    Such a fixture runs once per worker that gets tests of its file: twice the setup, and
+    two copies of whatever it names (a schema, a Kafka user's password) at once. A test
+    with an ``xdist_group`` of its own keeps it; the files in :data:`SPREAD` are spread.
+    """
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None or item.path.name in SPREAD:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        scopes = {d.scope for defs in info.name2fixturedefs.values() for d in defs}
+        if scopes & {"module", "package"}:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Drop the inactive capture-scenario slots an interrupted earlier run left behind.
+
+    Once per run, before any test (in the xdist controller, or the only process): a
+    worker doing it would drop the slots another worker has just prepared.
+    """
+    if hasattr(session.config, "workerinput") or not os.environ.get("WALCAST_TEST_DSN"):
+        return
+    from tests.support import scenario  # noqa: PLC0415
+
+    scenario.drop_stale_slots(os.environ["WALCAST_TEST_DSN"])
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     majors = _requested_majors()
     if majors and "pg_version" in metafunc.fixturenames:

@@ -67,6 +67,20 @@ def drop_slot(conn: psycopg.Connection, name: str) -> None:
     )
 
 
+def drop_stale_slots(dsn: str) -> None:
+    """Drop the inactive ``walcast_it_%`` slots (of runs that ended without cleanup).
+
+    Only at the start of a test run (``tests/conftest.py``): during one, an inactive slot
+    may be one another xdist worker has prepared and not yet read.
+    """
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for (old,) in conn.execute(
+            "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'walcast_it_%' "
+            "AND NOT active"
+        ).fetchall():
+            drop_slot(conn, old)
+
+
 @dataclass
 class Scenario:
     dsn: str
@@ -77,12 +91,6 @@ class Scenario:
 
 def prepare(dsn: str, slot_names: list[str]) -> Scenario:
     """Create the tables, a publication and slots at one point in the WAL."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for (old,) in conn.execute(
-            "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'walcast_it_%' "
-            "AND NOT active"
-        ).fetchall():
-            drop_slot(conn, old)
     run_sql_file(dsn, "scenario_schema.sql")
     tag = uuid.uuid4().hex[:8]
     publication = f"walcast_it_pub_{tag}"
