@@ -355,7 +355,7 @@ def test_every_client_works_through_the_listener(
     read = sc.walcast(
         "--log-level", "debug", "consume", "--bootstrap-servers", bootstrap,
         "--topic", table.topic, "--topic", test_topic, "--max-messages", "9",
-        "--idle-timeout", "10", env=env, timeout=120,
+        "--idle-timeout", "30", env=env, timeout=120,
     )  # fmt: skip
     outputs.append(read.stdout + read.stderr)
     assert read.returncode == 0, read.stderr[-3000:]
