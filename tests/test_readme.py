@@ -426,7 +426,11 @@ def test_your_own_table_runs_as_written(tmp_path: Path) -> None:
     assert "walcast spark normalize: done: 1 batch, 3 changes written" in done.stderr
     assert "walcast spark materialize: done: 1 batch, 3 changes into 1 table" in done.stderr
     shown = [line for line in lines if line.startswith("|")]
-    assert sorted(shown[1:]) == [
+    # the table's columns, then the lineage of each row (the change that last wrote it)
+    header = [cell.strip() for cell in shown[0].strip("|").split("|")]
+    assert header[:3] == ["id", "owner", "balance"], header
+    assert {"_walcast_commit_lsn", "_walcast_commit_time", "_walcast_op"} <= set(header), header
+    assert sorted("|" + "|".join(row.strip("|").split("|")[:3]) + "|" for row in shown[1:]) == [
         "|  1|  ada| 100.00|",
         "|  2| alan|  75.00|",
         "|  3|grace|  20.00|",
