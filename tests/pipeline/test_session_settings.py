@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pipeline.session import SessionOptions, session_settings
+
+# No Spark starts here, but tests/pipeline is left out where pyspark is missing
+# (tests/pipeline/conftest.py): `spark` puts these in the run that has it.
+pytestmark = pytest.mark.spark
 
 JARS = [Path("/jars/spark-sql-kafka-0-10_2.13-4.0.1.jar")]
 
