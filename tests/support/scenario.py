@@ -100,9 +100,8 @@ def prepare(dsn: str, slot_names: list[str]) -> Scenario:
         # Only the scenario's schema where the server can say so (15+): tests on other
         # xdist workers write other schemas of the same database meanwhile, and the
         # reference (test_decoding) is read for this schema only. 13 and 14 run serially.
-        tables = (
-            "TABLES IN SCHEMA walcast_it" if conn.info.server_version >= 150000 else "ALL TABLES"
-        )
+        in_schema = conn.info.server_version >= 150000
+        tables = f"TABLES IN SCHEMA {SCHEMA}" if in_schema else "ALL TABLES"
         conn.execute(f"CREATE PUBLICATION {publication} FOR {tables}")
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (reference,))
         for slot in slots.values():

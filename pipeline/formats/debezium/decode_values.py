@@ -530,7 +530,8 @@ def staged_texts(staged: Column, binary_mode: str = "bytes") -> Column:
     value's :func:`scalar_text`, ``elements`` each array element's (``sent``: not null in
     the array). The third pass (:func:`finished_text`) reads these as fields: each
     :func:`scalar_text` is in the plan once, not once per reference (an element's text was
-    referenced ten times, which made an image's expression 170 KB of text).
+    referenced about ten times: a value's expression was 170 KB of text, an image's 185 KB;
+    now 30 KB and 45 KB).
     """
     value, kind = staged["v"], staged["kind"]
     scalar = scalar_text(
