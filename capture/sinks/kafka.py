@@ -13,6 +13,12 @@ Invariants:
 * Table layouts go to the compacted schema topic before the first change of the table under
   that layout, and are confirmed before the change is produced; the wait serves deliveries
   and ``wait_hook`` like any other, and has no deadline (an outage is a pause).
+* A message with a null key (Debezium's records of a table without a primary key, its
+  TRUNCATE records) goes to partition :data:`NULL_KEY_PARTITION` of its topic, whatever the
+  ``partitioner`` setting: the partitioner would send each to a random partition, and then
+  neither would a keyless table keep its commit order nor would a message sent again after
+  a crash (same position) land in the partition of its first copy, where consumers find
+  replays (per source and partition, README). Keyed messages follow the partitioner.
 * Once a source is bound (:meth:`KafkaSink.bind_source`), every message carries its identity
   in the :data:`~capture.state.identity.SOURCE_HEADER` header, and layout records are keyed
   ``<source>/<schema>.<table>`` and name it (``"source"``), so two sources sharing the
@@ -82,6 +88,10 @@ from capture.position import DeliveryCount, Unit
 from capture.state.identity import SOURCE_HEADER, SourceIdentity
 
 log = structlog.get_logger("walcast.kafka")
+
+NULL_KEY_PARTITION: Final = 0
+"""The partition of every message with a null key (module docstring)."""
+
 _DENIED_TOPIC: Final = re.compile(r"Topic authorization failed \(topic '([^']+)'")
 """A delivery failure (as :meth:`Unit.delivered` words it) for want of a topic ACL."""
 
@@ -374,10 +384,14 @@ class KafkaSink:
             headers = message.kafka_headers(source)
             while True:
                 try:
+                    key = message.key
                     produce(
                         topic,
                         message.value,
-                        message.key,
+                        key,
+                        # a null key: one fixed partition (module docstring), not the
+                        # partitioner's random one, so a replay lands on its original
+                        partition=-1 if key is not None else NULL_KEY_PARTITION,
                         on_delivery=callback,
                         headers=headers,
                     )

@@ -46,8 +46,11 @@ Records, in Debezium's order:
   the others null, for a delete or key change under DEFAULT/USING INDEX), else null.
 * **key**: the primary-key columns, converted like values; null for a table without one.
   Decision: Debezium's null key, not walcast's usual table-name key, so that consumers of
-  the connector's topics see the same keys; Kafka then spreads a keyless table's records
-  over the topic's partitions (no order between them, as with the connector).
+  the connector's topics see the same keys. The Kafka sink writes every null-key record
+  (these, and ``t``) to partition 0 of its topic (:mod:`capture.sinks.kafka`), where the
+  connector's producer spreads them at random: a keyless table keeps its commit order, and a
+  record sent again after a crash lands in its first copy's partition, where consumers
+  drop replays by position.
 * **source**: ``name`` = the topic prefix; ``ts_ms``/``ts_us``/``ts_ns`` = the commit time;
   ``snapshot`` ``"false"`` for streamed changes; ``db`` = the database; ``txId`` = the xid;
   ``lsn`` = the change's own WAL position (``ChangeEvent.lsn``: the start of the XLogData
