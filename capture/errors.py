@@ -130,6 +130,17 @@ class ConnectionLostError(WalcastError):
     exit_code = 4
 
 
+class UnreadableTextError(WalcastError):
+    """A load read text that is not valid UTF-8 (an SQL_ASCII database's bytes); not retried.
+
+    The stream's counterpart is :class:`DecodeError`, with the same exit code: walcast never
+    guesses an encoding (:mod:`capture.replication.session`), and reading again gives the same
+    bytes.
+    """
+
+    exit_code = 5
+
+
 @dataclass(eq=False, repr=False)
 class DecodeError(WalcastError):
     """A message could not be decoded, or decoded into a change that does not fit its table.

@@ -21,7 +21,9 @@ What is pinned, and why (every connection, the walsender's included):
 - ``client_encoding=UTF8``: text arrives in UTF-8 whatever the database encoding (the
   server converts, LATIN1 included). SQL_ASCII declares no encoding: the server passes its
   bytes through, and a value that is not valid UTF-8 stops the stream with one line naming
-  the LSN (decision: refuse, never guess an encoding; see ``Preflight.server``).
+  the LSN, or a load with one line naming the table (exit 5 both: decision, refuse, never
+  guess an encoding; see ``Preflight.server`` and
+  :func:`capture.snapshot.connection.unreadable_text`).
 - ``search_path=pg_catalog,public``: ``pg_catalog`` first, so no user object can shadow a
   catalog table, function or operator that walcast's queries name; ``public`` after it so a
   ``regclass`` value renders as on a default server. walcast qualifies every user table it

@@ -43,7 +43,7 @@ from capture.lsn import format_lsn
 from capture.replication import catalog
 from capture.replication.catalog import TableLayout
 from capture.snapshot.chunks import Bound, Chunk, next_upper
-from capture.snapshot.connection import LoadConnection, TableGone, describe
+from capture.snapshot.connection import LoadConnection, TableGone, describe, unreadable_text
 from capture.state.progress import KeylessWindow, ProgressStore, TableProgress
 
 log = structlog.get_logger("walcast.snapshot")
@@ -240,6 +240,9 @@ class ChunkAssigner:
                 hint=f"GRANT SELECT ON {load.name} TO the walcast role, or leave the table out "
                 "of the publication",
             )
+        unreadable = unreadable_text(exc, load.name, dsn)
+        if unreadable is not None:
+            raise unreadable
         if isinstance(exc, psycopg.OperationalError):
             raise ConnectionLostError(
                 f"load of {load.name} failed at chunk {chunk.number}: {describe(exc, dsn)}",

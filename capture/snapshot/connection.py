@@ -16,11 +16,41 @@ from typing import Any, TypeVar
 import psycopg
 
 from capture import dsn as dsn_util
-from capture.errors import AccessDeniedError, ConnectionLostError, WalcastError
+from capture.errors import (
+    AccessDeniedError,
+    ConnectionLostError,
+    UnreadableTextError,
+    WalcastError,
+)
 from capture.replication.connect import connect
 from capture.replication.session import Purpose
 
 T = TypeVar("T")
+
+
+_NOT_UTF8: tuple[type[BaseException], ...] = (
+    psycopg.errors.CharacterNotInRepertoire,
+    psycopg.errors.UntranslatableCharacter,
+    UnicodeDecodeError,
+)
+"""What a read raises for text that is not valid UTF-8 (the server's check, or psycopg's)."""
+
+
+def unreadable_text(exc: BaseException, name: str, dsn: str) -> UnreadableTextError | None:
+    """The one-line error for a read of ``name`` that met text that is not UTF-8, else None.
+
+    The server checks every text it sends against walcast's ``client_encoding`` (UTF8);
+    a database in SQL_ASCII declares no encoding, so bytes that are not UTF-8 fail there.
+    Reading again gives the same bytes: the error is terminal, never retried.
+    """
+    if not isinstance(exc, _NOT_UTF8):
+        return None
+    return UnreadableTextError(
+        f"load of {name}: a text value is not valid UTF-8 ({describe(exc, dsn)})",
+        hint="walcast reads text as UTF-8 and never guesses another encoding (an SQL_ASCII "
+        "database declares none): correct the value to UTF-8, or leave the table out of "
+        "the publication",
+    )
 
 
 class TableGone(Exception):  # noqa: N818 - an outcome, handled where it is raised

@@ -54,7 +54,7 @@ from capture.relcache import RelationCache
 from capture.replication import catalog
 from capture.replication.catalog import TableLayout
 from capture.snapshot.assigner import TableLoad
-from capture.snapshot.connection import LoadConnection, describe
+from capture.snapshot.connection import LoadConnection, describe, unreadable_text
 from capture.snapshot.reader import ChunkRead, ReadSnapshot, abandon, drain
 from capture.split import key_changed
 from capture.state.progress import KeylessWindow
@@ -239,6 +239,9 @@ class Splice:
             elif result[0] == "end":
                 break
             else:
+                unreadable = unreadable_text(result[1], name, self.conn.dsn)
+                if unreadable is not None:
+                    raise unreadable
                 raise ConnectionLostError(
                     f"load of {name} failed while reading chunk {chunk.number}: "
                     f"{describe(result[1], self.conn.dsn)}",

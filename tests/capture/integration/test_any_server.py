@@ -415,8 +415,9 @@ def _wait_for_messages(bootstrap: str, prefix: str, count: int, daemon: RunningD
 
 
 def test_sql_ascii_bytes_that_are_not_utf8_are_refused_in_one_line(
-    pg_dsn: str, tmp_path: Path
+    pg_dsn: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
+    """``tail`` and ``run`` load a value that is not UTF-8: exit 5 and one line, not retried."""
     tag = uuid.uuid4().hex[:8]
     role = f"cdc_asc_{tag}"
     with psycopg.connect(pg_dsn, autocommit=True, options=NEUTRAL) as conn:
@@ -425,18 +426,31 @@ def test_sql_ascii_bytes_that_are_not_utf8_are_refused_in_one_line(
     try:
         with source.admin() as conn:
             conn.execute("INSERT INTO s.bulk VALUES (1, E'caf\\351')")
-        done = walcast(
+        tail = walcast(
             "tail", "--dsn", source.cdc_dsn, "--slot", f"asc_{tag}", "--publication", "pub",
             "--create-slot", "--snapshot", "initial", "--format", "json", "--max-events", "10",
             timeout=120,
         )  # fmt: skip
         source.drop_slot(f"asc_{tag}")
-        lines = done.stderr.strip().splitlines()
-        assert done.returncode != 0, done.stderr
-        assert "Traceback" not in done.stderr, done.stderr
-        errors = [line for line in lines if line.startswith("walcast: error:")]
-        assert len(errors) == 1, done.stderr
-        assert "UTF8" in errors[0] or "UTF-8" in errors[0], errors[0]
+        run = walcast(
+            "run", "--dsn", source.cdc_dsn, "--slot", f"asc_run_{tag}", "--publication", "pub",
+            "--create-slot", "--snapshot", "initial-only", "--format", "json",
+            "--bootstrap-servers", kafka_bootstrap, "--topic", f"asc_{tag}.{{schema}}.{{table}}",
+            "--schema-topic", f"asc_{tag}.schemas", "--metrics-port", "0",
+            timeout=120,
+        )  # fmt: skip
+        source.drop_slot(f"asc_run_{tag}")
+        for done in (tail, run):
+            assert done.returncode == 5, done.stderr
+            assert "Traceback" not in done.stderr, done.stderr
+            errors = [
+                line
+                for line in done.stderr.strip().splitlines()
+                if line.startswith("walcast: error:")
+            ]
+            assert len(errors) == 1, done.stderr
+            assert "load of s.bulk: a text value is not valid UTF-8" in errors[0], errors[0]
+            assert "retries" not in errors[0], errors[0]
     finally:
         with psycopg.connect(pg_dsn, autocommit=True, options=NEUTRAL) as conn:
             conn.execute(
