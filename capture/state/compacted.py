@@ -8,7 +8,9 @@ starts: the exactly-once offsets (:mod:`capture.state.offsets`) and the load pro
   transaction is never seen), with a fresh consumer group and no commits;
 * to the end of every partition as the broker reports it (``enable.partition.eof``): the
   high watermark cannot serve, since a transaction's control record lies past the last
-  message;
+  message. The broker answers a fetch at a partition's end after ``fetch.wait.max.ms``
+  (:data:`END_WAIT_MS`, not librdkafka's 500 ms): every session start reads these topics,
+  and each read waited half a second for its end (issue 37);
 * the newest non-empty value of each wanted key wins (an empty value is ignored, not a
   deletion: walcast never writes one);
 * a topic that does not exist yet holds nothing (an empty result), and Kafka not
@@ -35,6 +37,11 @@ from typing import Any, Final
 
 STEP: Final = 1.0
 """How often a wait for an unreachable Kafka checks ``stop``."""
+
+
+END_WAIT_MS: Final = 10
+"""``fetch.wait.max.ms`` of the reading consumer: how long the broker holds a fetch at a
+partition's end before it answers (and the end is known)."""
 
 
 class TopicUnreadableError(Exception):
@@ -75,6 +82,7 @@ def read_compacted(
             "group.id": f"{group}-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            "fetch.wait.max.ms": END_WAIT_MS,
             "isolation.level": "read_committed",
             "logger": client_logger(),
         }
