@@ -14,11 +14,12 @@ Invariants:
   that layout, and are confirmed before the change is produced; the wait serves deliveries
   and ``wait_hook`` like any other, and has no deadline (an outage is a pause).
 * A message with a null key (Debezium's records of a table without a primary key, its
-  TRUNCATE records) goes to partition :data:`NULL_KEY_PARTITION` of its topic, whatever the
-  ``partitioner`` setting: the partitioner would send each to a random partition, and then
-  neither would a keyless table keep its commit order nor would a message sent again after
-  a crash (same position) land in the partition of its first copy, where consumers find
-  replays (per source and partition, README). Keyed messages follow the partitioner.
+  TRUNCATE records; DataWorks' transaction and heartbeat records) goes to partition
+  :data:`NULL_KEY_PARTITION` of its topic, whatever the ``partitioner`` setting: the
+  partitioner would send each to a random partition, and then neither would a keyless
+  table keep its commit order nor would a message sent again after a crash (same
+  position) land in the partition of its first copy, where consumers find replays (per
+  source and partition, README). Keyed messages follow the partitioner.
 * Once a source is bound (:meth:`KafkaSink.bind_source`), every message carries its identity
   in the :data:`~capture.state.identity.SOURCE_HEADER` header, and layout records are keyed
   ``<source>/<schema>.<table>`` and name it (``"source"``), so two sources sharing the

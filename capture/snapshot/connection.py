@@ -97,6 +97,9 @@ class LoadConnection:
                 f"load: {what} failed: {describe(exc, self.dsn)}", hint="walcast retries"
             ) from None
         except psycopg.Error as exc:
+            unreadable = unreadable_text(exc, table, self.dsn) if table else None
+            if unreadable is not None:
+                raise unreadable from None  # a chunk bound's text key that is not UTF-8
             raise WalcastError(f"load: {what} failed: {describe(exc, self.dsn)}") from None
 
     def close(self) -> None:

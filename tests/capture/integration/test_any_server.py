@@ -451,6 +451,20 @@ def test_sql_ascii_bytes_that_are_not_utf8_are_refused_in_one_line(
             assert len(errors) == 1, done.stderr
             assert "load of s.bulk: a text value is not valid UTF-8" in errors[0], errors[0]
             assert "retries" not in errors[0], errors[0]
+        # a text key that is not UTF-8, with one-row chunks: a chunk's bound is that key
+        with source.admin() as conn:
+            conn.execute("CREATE TABLE s.named (k text PRIMARY KEY)")
+            conn.execute("INSERT INTO s.named VALUES ('a'), (E'caf\\351'), ('z')")
+            conn.execute("CREATE PUBLICATION pub_named FOR TABLE s.named")
+            conn.execute(sql.SQL("GRANT SELECT ON s.named TO {}").format(sql.Identifier(role)))
+        keyed = walcast(
+            "tail", "--dsn", source.cdc_dsn, "--slot", f"asc_k_{tag}", "--publication",
+            "pub_named", "--create-slot", "--snapshot", "initial", "--format", "json",
+            "--snapshot-chunk-rows", "1", "--max-events", "10", timeout=120,
+        )  # fmt: skip
+        source.drop_slot(f"asc_k_{tag}")
+        assert keyed.returncode == 5, keyed.stderr
+        assert "load of s.named: a text value is not valid UTF-8" in keyed.stderr, keyed.stderr
     finally:
         with psycopg.connect(pg_dsn, autocommit=True, options=NEUTRAL) as conn:
             conn.execute(
