@@ -383,16 +383,17 @@ class KafkaSink:
             else:
                 topic = table_topic(message.schema, message.table)
             headers = message.kafka_headers(source)
+            key = message.key
+            # a null key: one fixed partition (module docstring), not the partitioner's
+            # random one, so a replay lands on its original
+            partition = -1 if key is not None else NULL_KEY_PARTITION
             while True:
                 try:
-                    key = message.key
                     produce(
                         topic,
                         message.value,
                         key,
-                        # a null key: one fixed partition (module docstring), not the
-                        # partitioner's random one, so a replay lands on its original
-                        partition=-1 if key is not None else NULL_KEY_PARTITION,
+                        partition=partition,
                         on_delivery=callback,
                         headers=headers,
                     )
