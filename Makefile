@@ -122,23 +122,22 @@ test: test-prerequisites setup lint typecheck
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-versions PG_MAJORS="$(OTHER_PG_MAJORS)"
 
-# The integration tier (and the unit tests marked spark) on the system's PostgreSQL; the
-# few tests that stop or restart a shared server are marked `exclusive` and run alone
-# afterwards. The rest runs on TEST_WORKERS pytest-xdist workers (0: one at a time); tests
-# on the capture scenario's fixed tables share an xdist_group, so one worker runs them in
-# turn, and so do a file's tests that share a module fixture (tests/conftest.py). A worker
-# that crashes (a test past its timeout ends its process) ends the run in one line
-# (--max-worker-restart=0): a replaced worker once left the run waiting for ever. CI runs
-# one test at a time (TEST_WORKERS=0): a rehearsal on 3 workers took 49 min for this tier
-# (load 4-6) with 11 failures of tests meeting each other on the shared servers (a
-# dropped test schema, SCRAM users not yet known to the broker under load, leftover slots);
-# one at a time took 62 min (stop 39's CI: one failure, of a test fixed since). The tier is
-# mostly CPU-bound on 2 cores.
-TEST_WORKERS ?= 0
+# The integration tier (and the unit tests marked spark) on the system's PostgreSQL, on
+# TEST_WORKERS pytest-xdist workers, each with services of its own (a PostgreSQL and a Kafka
+# in `<state dir>-gwN`, started and stopped by the worker: tests/conftest.py PER_WORKER), so
+# tests never meet on a server. The Spark tests run on two of them (SPARK_LANES), first; the
+# other workers run the capture tests, which mostly wait. Tests that share a module fixture,
+# or the capture scenario's tables, stay on one worker (xdist_group). A worker that crashes
+# (a test past its timeout ends its process) ends the run in one line
+# (--max-worker-restart=0). The few tests that stop or restart the shared services are
+# marked `exclusive` and run alone afterwards, on this checkout's services. TEST_WORKERS=0
+# runs everything in one process on this checkout's services (62 min, 2026-12-03).
+TEST_WORKERS ?= 4
 test-integration: test-prerequisites setup
-	eval "$$($(SERVICES) start all)" && \
-	  $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadgroup --max-worker-restart=0 \
+	WALCAST_TEST_SERVICES_PER_WORKER=1 $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) \
+	    --dist loadgroup --no-loadscope-reorder --max-worker-restart=0 \
 	    -m "(integration or spark) and not exclusive" && \
+	  eval "$$($(SERVICES) start all)" && \
 	  $(PYTHON) -m pytest -q --durations=5 -m "exclusive"
 
 # The capture core (tests marked `core`) once per PostgreSQL major, in one pytest session
@@ -146,9 +145,10 @@ test-integration: test-prerequisites setup
 # started beside it by scripts/local-services (WALCAST_PG_VERSION). One major:
 # `make test-versions PG_MAJORS=13`.
 PG_MAJORS ?= $(SUPPORTED_PG_MAJORS)
+# Two workers, each with services of its own (as test-integration's).
 test-versions: test-prerequisites setup
-	eval "$$($(SERVICES) start kafka)" && \
-	  WALCAST_TEST_PG_VERSIONS="$(PG_MAJORS)" $(PYTHON) -m pytest -q -m core
+	WALCAST_TEST_SERVICES_PER_WORKER=1 WALCAST_TEST_PG_VERSIONS="$(PG_MAJORS)" \
+	  $(PYTHON) -m pytest -q -m core -n 2 --dist loadgroup --max-worker-restart=0
 
 bench: setup
 	eval "$$($(SERVICES) start all)" && \

@@ -119,6 +119,76 @@ enough that one worker running them all would be the run's tail (tests/pipeline'
 end: about 20 minutes in one place, its fixture about 1.5 minutes per worker)."""
 
 
+SPARK_LANES = 2
+"""Under pytest-xdist with :data:`PER_WORKER`, the Spark tests (those of ``tests/pipeline``
+and any using the ``spark`` fixture) run on this many workers, whole files each, and come
+first in the queue; the other workers run the rest. Spark keeps about one core busy per
+running session and a capture test mostly waits (on a server, a timeout, a broker): more
+Spark sessions than this only make each slower on 2 cores, and each costs a JVM's start."""
+FILE_SECONDS = {
+    # Spark
+    "test_end_to_end.py": 685,
+    "test_parsers.py": 297,
+    "test_jobs.py": 221,
+    "test_history.py": 171,
+    "test_debezium_walcast.py": 164,
+    "test_materialize.py": 140,
+    "test_debezium_spark.py": 130,
+    "test_history_end_to_end.py": 125,
+    "test_cli.py": 93,
+    "test_debezium.py": 93,
+    "test_spark_submit.py": 72,
+    # the others
+    "test_start_timeouts.py": 145,
+    "test_soak.py": 135,
+    "test_demo.py": 98,
+    "test_network_faults.py": 97,
+    "test_secured_kafka.py": 89,
+    "test_exactly_once.py": 82,
+    "test_any_server.py": 69,
+    "test_bad_input.py": 61,
+    "test_frozen_network.py": 53,
+    "test_stopped_processes.py": 49,
+    "test_run_integration.py": 42,
+}
+"""Seconds each of the longest test files took, one test at a time, in a run of the
+integration tier on 2026-12-03 (``--durations=0``); any other file counts
+:data:`OTHER_FILE_SECONDS`. Used only to order and balance the work under pytest-xdist
+(longest first), so a stale figure costs time, never a result."""
+OTHER_FILE_SECONDS = 10
+
+
+def _seconds(item: pytest.Item) -> int:
+    return FILE_SECONDS.get(item.path.name, OTHER_FILE_SECONDS)
+
+
+def _uses_spark(item: pytest.Item) -> bool:
+    return "tests/pipeline/" in item.nodeid or "spark" in getattr(item, "fixturenames", ())
+
+
+def _spark_lanes(items: list[pytest.Item]) -> None:
+    """Put the Spark tests in :data:`SPARK_LANES` xdist groups (longest files first, each to
+    the lane with the least so far), and those groups first in the run's order."""
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        if _uses_spark(item):
+            files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    load = [0] * SPARK_LANES
+    lane_of: dict[str, int] = {}
+    for path in sorted(files, key=lambda f: (-_seconds(files[f][0]), f)):
+        lane = load.index(min(load))
+        lane_of[path] = lane
+        load[lane] += _seconds(files[path][0])
+    for path, members in files.items():
+        for item in members:
+            # the lane's group replaces any other: a lane keeps a file's tests together
+            item.own_markers[:] = [m for m in item.own_markers if m.name != "xdist_group"]
+            item.add_marker(pytest.mark.xdist_group(f"spark-lane-{lane_of[path]}"))
+    lanes = {id(item) for group in files.values() for item in group}
+    # the lanes first, then the longest files (run with --no-loadscope-reorder)
+    items.sort(key=lambda item: (id(item) not in lanes, -_seconds(item)))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``), keep a file's tests on one worker when they
@@ -127,7 +197,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     Such a fixture runs once per worker that gets tests of its file: twice the setup, and
     two copies of whatever it names (a schema, a Kafka user's password) at once. A test
     with an ``xdist_group`` of its own keeps it; the files in :data:`SPREAD` are spread.
+    With :data:`PER_WORKER`, the Spark tests run in lanes (:func:`_spark_lanes`).
     """
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(PER_WORKER) == "1":
+        _spark_lanes(items)
     for item in items:
         if item.get_closest_marker("xdist_group") is not None or item.path.name in SPREAD:
             continue
@@ -139,11 +212,67 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
+PER_WORKER = "WALCAST_TEST_SERVICES_PER_WORKER"
+"""Set to 1 under pytest-xdist (``make test`` does): each worker runs its tests on services
+of its own, a PostgreSQL and a Kafka in ``<state dir>-<worker id>`` (``gw0``, ``gw1`` …),
+started when the worker starts and stopped when it ends. Nothing a test makes (schemas,
+slots, roles, topics, ACLs, server settings) can then meet another worker's tests."""
+_WORKER_VARS = ("WALCAST_TEST_DSN", "WALCAST_TEST_KAFKA", "WALCAST_TEST_PG_BIN", "PGPASSWORD")
+
+
+def _own_services_dir(worker: str) -> str:
+    base = (
+        os.environ.get("WALCAST_SERVICES_DIR")
+        or subprocess.run(
+            [str(SERVICES), "dir"], capture_output=True, text=True, check=True, timeout=60
+        ).stdout.strip()
+    )
+    return f"{base}-{worker}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A worker with :data:`PER_WORKER` starts its own services, before any test."""
+    del config
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or os.environ.get(PER_WORKER) != "1":
+        return
+    os.environ["WALCAST_SERVICES_DIR"] = _own_services_dir(worker)
+    for var in _WORKER_VARS:
+        os.environ.pop(var, None)
+    done = subprocess.run(
+        [str(SERVICES), "start", "all"], capture_output=True, text=True, check=False, timeout=900
+    )
+    if done.returncode != 0:
+        raise pytest.UsageError(
+            f"{worker}: scripts/local-services start all (WALCAST_SERVICES_DIR="
+            f"{os.environ['WALCAST_SERVICES_DIR']}) failed (exit {done.returncode}): "
+            f"{done.stderr.strip()[-2000:]}"
+        )
+    for line in done.stdout.splitlines():
+        if line.startswith("export "):
+            name, _, value = line.removeprefix("export ").partition("=")
+            os.environ[name] = shlex.split(value)[0] if value else ""
+    from tests.support import scenario  # noqa: PLC0415
+
+    # The worker's own server: its inactive scenario slots are an earlier run's.
+    scenario.drop_stale_slots(os.environ["WALCAST_TEST_DSN"])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A worker with :data:`PER_WORKER` stops its services (and any others of its dir)."""
+    del config
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(PER_WORKER) == "1":
+        # `stop all` stops the secured broker and other majors of the dir too
+        stop = [str(SERVICES), "stop", "all"]
+        subprocess.run(stop, capture_output=True, check=False, timeout=300)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Drop the inactive capture-scenario slots an interrupted earlier run left behind.
 
     Once per run, before any test (in the xdist controller, or the only process): a
-    worker doing it would drop the slots another worker has just prepared.
+    worker doing it would drop the slots another worker has just prepared (with
+    :data:`PER_WORKER`, each worker does it on its own server, in :func:`pytest_configure`).
     """
     if hasattr(session.config, "workerinput") or not os.environ.get("WALCAST_TEST_DSN"):
         return
