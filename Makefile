@@ -76,6 +76,9 @@ services-start:
 
 services-stop:
 	$(SERVICES) stop all
+	@# and those of the test workers (make test-integration), if a crashed one left them
+	@for d in "$$($(SERVICES) dir)"-gw*; do \
+	  if [ -d "$$d" ]; then WALCAST_SERVICES_DIR="$$d" $(SERVICES) stop all; fi; done
 
 demo: setup
 	bash scripts/demo
