@@ -55,8 +55,13 @@ def _local_services(which: str, pg_version: str | None = None) -> dict[str, str]
             f"{done.stderr[-4000:]}",
             pytrace=False,
         )
+    return _exports(done.stdout)
+
+
+def _exports(stdout: str) -> dict[str, str]:
+    """The variables of scripts/local-services' ``export NAME='value'`` lines."""
     found: dict[str, str] = {}
-    for line in done.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.startswith("export "):
             name, _, value = line.removeprefix("export ").partition("=")
             found[name] = shlex.split(value)[0] if value else ""
@@ -168,7 +173,10 @@ def _uses_spark(item: pytest.Item) -> bool:
 
 def _spark_lanes(items: list[pytest.Item]) -> None:
     """Put the Spark tests in :data:`SPARK_LANES` xdist groups (longest files first, each to
-    the lane with the least so far), and those groups first in the run's order."""
+    the lane with the least so far), and those groups first in the run's order.
+
+    A Spark test's group is its lane: one given to it by its file would join the lane's name
+    (xdist joins a test's groups) and make a scope, and a Spark session, of its own."""
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
         if _uses_spark(item):
@@ -181,8 +189,6 @@ def _spark_lanes(items: list[pytest.Item]) -> None:
         load[lane] += _seconds(files[path][0])
     for path, members in files.items():
         for item in members:
-            # the lane's group replaces any other: a lane keeps a file's tests together
-            item.own_markers[:] = [m for m in item.own_markers if m.name != "xdist_group"]
             item.add_marker(pytest.mark.xdist_group(f"spark-lane-{lane_of[path]}"))
     lanes = {id(item) for group in files.values() for item in group}
     # the lanes first, then the longest files (run with --no-loadscope-reorder)
@@ -199,7 +205,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     with an ``xdist_group`` of its own keeps it; the files in :data:`SPREAD` are spread.
     With :data:`PER_WORKER`, the Spark tests run in lanes (:func:`_spark_lanes`).
     """
-    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(PER_WORKER) == "1":
+    if _worker_with_own_services():
         _spark_lanes(items)
     for item in items:
         if item.get_closest_marker("xdist_group") is not None or item.path.name in SPREAD:
@@ -220,6 +226,12 @@ slots, roles, topics, ACLs, server settings) can then meet another worker's test
 _WORKER_VARS = ("WALCAST_TEST_DSN", "WALCAST_TEST_KAFKA", "WALCAST_TEST_PG_BIN", "PGPASSWORD")
 
 
+def _worker_with_own_services() -> str | None:
+    """This xdist worker's id (``gw0`` …) when it runs on services of its own, else None."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return worker if worker and os.environ.get(PER_WORKER) == "1" else None
+
+
 def _own_services_dir(worker: str) -> str:
     base = (
         os.environ.get("WALCAST_SERVICES_DIR")
@@ -233,8 +245,8 @@ def _own_services_dir(worker: str) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     """A worker with :data:`PER_WORKER` starts its own services, before any test."""
     del config
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker or os.environ.get(PER_WORKER) != "1":
+    worker = _worker_with_own_services()
+    if worker is None:
         return
     os.environ["WALCAST_SERVICES_DIR"] = _own_services_dir(worker)
     for var in _WORKER_VARS:
@@ -248,10 +260,7 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{os.environ['WALCAST_SERVICES_DIR']}) failed (exit {done.returncode}): "
             f"{done.stderr.strip()[-2000:]}"
         )
-    for line in done.stdout.splitlines():
-        if line.startswith("export "):
-            name, _, value = line.removeprefix("export ").partition("=")
-            os.environ[name] = shlex.split(value)[0] if value else ""
+    os.environ.update(_exports(done.stdout))
     from tests.support import scenario  # noqa: PLC0415
 
     # The worker's own server: its inactive scenario slots are an earlier run's.
@@ -261,7 +270,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A worker with :data:`PER_WORKER` stops its services (and any others of its dir)."""
     del config
-    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(PER_WORKER) == "1":
+    if _worker_with_own_services():
         # `stop all` stops the secured broker and other majors of the dir too
         stop = [str(SERVICES), "stop", "all"]
         subprocess.run(stop, capture_output=True, check=False, timeout=300)
