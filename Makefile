@@ -96,9 +96,11 @@ unit: $(INSTALLED)
 
 # The unit tests as a user without the Spark extra runs them (issue 30.5): a throwaway venv
 # with walcast's base dependencies and pyproject's `test` extra only, which must not hold
-# pyspark. Unit tests that need pyspark are marked `spark` and left out here; `make test`
-# runs them (and every integration test) in the project venv, so each test runs once.
-UNIT_NOSPARK := not integration and not spark
+# pyspark. Unit tests that need pyspark are marked `spark` and left out here, and so are the
+# `slow` ones (the fuzzer's full run, 66 s on one core: with it this tier took 91 s, 48 s
+# without); `make test` runs both (and every integration test) in the project venv, beside
+# the integration tier's other workers, so each test runs once.
+UNIT_NOSPARK := not integration and not spark and not slow
 unit-nospark: | $(PYTHON)
 	@venv=$$(mktemp -d "$${TMPDIR:-/tmp}/walcast-nospark.XXXXXX") && trap 'rm -rf "$$venv"' EXIT && \
 	  echo "unit-nospark: a venv without pyspark in $$venv" && \
@@ -125,7 +127,7 @@ test: test-prerequisites setup lint typecheck
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-versions PG_MAJORS="$(OTHER_PG_MAJORS)"
 
-# The integration tier (and the unit tests marked spark) on the system's PostgreSQL, on
+# The integration tier (and the unit tests marked spark or slow) on the system's PostgreSQL, on
 # TEST_WORKERS pytest-xdist workers, each with services of its own (a PostgreSQL and a Kafka
 # in `<state dir>-gwN`, started and stopped by the worker: tests/conftest.py PER_WORKER), so
 # tests never meet on a server. The Spark tests run on two of them (SPARK_LANES), first; the
@@ -139,7 +141,7 @@ TEST_WORKERS ?= 4
 test-integration: test-prerequisites setup
 	WALCAST_TEST_SERVICES_PER_WORKER=1 $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) \
 	    --dist loadgroup --no-loadscope-reorder --max-worker-restart=0 \
-	    -m "(integration or spark) and not exclusive" && \
+	    -m "(integration or spark or slow) and not exclusive" && \
 	  eval "$$($(SERVICES) start all)" && \
 	  $(PYTHON) -m pytest -q --durations=5 -m "exclusive"
 

@@ -17,8 +17,9 @@ The keyless table ``events`` is loaded again while streaming (``walcast snapshot
 reload starts it over, so it is not doubled.
 
 Every format walcast writes goes through ONE daemon run per database (a config file with
-one ``[[outputs]]`` entry per case of :data:`CASES`: debezium twice, schemas off and on),
-and each parametrized case normalizes and materializes its own topics. :data:`ORDERING`
+one ``[[outputs]]`` entry per case of :data:`CASES`: debezium twice, schemas off and on);
+each case's topics are normalized once (the ``normalized`` fixture: its Delta and Iceberg
+tests read the same changes) and materialized by each test. :data:`ORDERING`
 adds, after ``e2e_changes.sql``, what a partial sort key gets wrong (issue 36): rows
 inserted together in one transaction, then deleted or updated in later ones, and loaded
 rows deleted by a multi-row transaction, whose ordinals are smaller than the load's.
@@ -294,16 +295,60 @@ def _quarantined(spark, path: str) -> list[tuple[str, str | None, str | None]]:
     return [(r["reason"], r["table"], r["detail"]) for r in frame.collect()]
 
 
+@pytest.fixture(scope="module")
+def normalized(
+    published: Published, spark, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+):
+    """``normalized(case)``: the directory of ``case``'s normalized changes, made once.
+
+    The Delta and the Iceberg test of a case read the same normalized table (what the
+    Iceberg test checks is the store); normalizing it once saves a Spark job per case.
+    """
+    made: dict[str, str] = {}
+
+    def normalize(case: str) -> str:
+        if case not in made:
+            made[case] = _normalize(case, published, spark, kafka_bootstrap, tmp_path_factory)
+        return made[case]
+
+    return normalize
+
+
+def _normalize(
+    case: str,
+    published: Published,
+    spark,
+    kafka_bootstrap: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """Normalize ``case``'s topics (``walcast spark normalize``); returns the output path."""
+    prefix = published.prefix
+    topics = [
+        t
+        for t in k.topics(kafka_bootstrap, f"{prefix}.{case}")
+        if t == f"{prefix}.{case}" or t.startswith(f"{prefix}.{case}.")
+    ]
+    assert topics, f"no {case} topics"
+    work = tmp_path_factory.mktemp(f"normalized-{case}")
+    changes = str(work / "changes")
+    NormalizeJob(
+        bootstrap=kafka_bootstrap, topics=topics, format=CASES[case][0], output=changes,
+        checkpoint=str(work / "normalize-ckpt"), layout_topic=prefix + ".schemas",
+        available_now=True,
+    ).run(spark)  # fmt: skip
+    return changes
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_materialized_tables_equal_the_source(
-    case: str, published: Published, spark, kafka_bootstrap: str, tmp_path: Path
+    case: str, published: Published, normalized, spark, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """Each database's tables, apart, equal its ``SELECT *`` (the reloaded keyless one too).
 
     Nothing is quarantined but Debezium's documented losses (:data:`DEBEZIUM_LOST_DOCS`,
     and a numeric past 38 digits: ``docs`` row 3's load).
     """
-    _materialize_and_compare(case, published, spark, kafka_bootstrap, tmp_path)
+    _materialize_and_compare(case, published, normalized(case), spark, kafka_bootstrap, tmp_path)
 
 
 ICEBERG_CASES = ("json", "debezium")
@@ -313,35 +358,26 @@ what that test checks: walcast's own format, and the one whose key changes come 
 
 @pytest.mark.parametrize("case", ICEBERG_CASES)
 def test_iceberg_tables_equal_the_source(
-    case: str, published: Published, spark, kafka_bootstrap: str, tmp_path: Path
+    case: str, published: Published, normalized, spark, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """``materialize --store iceberg``: the Iceberg tables, read back, equal ``SELECT *``."""
-    _materialize_and_compare(case, published, spark, kafka_bootstrap, tmp_path, store="iceberg")
+    _materialize_and_compare(
+        case, published, normalized(case), spark, kafka_bootstrap, tmp_path, store="iceberg"
+    )
 
 
 def _materialize_and_compare(
     case: str,
     published: Published,
+    changes: str,
     spark,
     kafka_bootstrap: str,
     tmp_path: Path,
     store: str | None = None,
 ) -> None:
-    """Normalize and materialize ``case``'s topics (into ``store``) and compare every table."""
+    """Materialize ``case``'s normalized ``changes`` (into ``store``) and compare every table."""
     fmt = CASES[case][0]
     prefix = published.prefix
-    topics = [
-        t
-        for t in k.topics(kafka_bootstrap, f"{prefix}.{case}")
-        if t == f"{prefix}.{case}" or t.startswith(f"{prefix}.{case}.")
-    ]
-    assert topics, f"no {case} topics"
-    changes = str(tmp_path / "changes")
-    NormalizeJob(
-        bootstrap=kafka_bootstrap, topics=topics, format=fmt, output=changes,
-        checkpoint=str(tmp_path / "normalize-ckpt"), layout_topic=prefix + ".schemas",
-        available_now=True,
-    ).run(spark)  # fmt: skip
     state = str(tmp_path / "state")
     MaterializeJob(
         normalized=changes, state=state, checkpoint=str(tmp_path / "materialize-ckpt"),
