@@ -232,10 +232,6 @@ def _worker_with_own_services() -> str | None:
     return worker if worker and os.environ.get(PER_WORKER) == "1" else None
 
 
-WORKER_KAFKA_JVM_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-"""A test worker's broker's JVM flags (an environment's KAFKA_JVM_OPTS wins)."""
-
-
 def _own_services_dir(worker: str) -> str:
     base = (
         os.environ.get("WALCAST_SERVICES_DIR")
@@ -246,36 +242,37 @@ def _own_services_dir(worker: str) -> str:
     return f"{base}-{worker}"
 
 
-SPARK_SUBMIT_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""JVM flags of every Spark driver a test starts as a process (``walcast spark …``,
-``spark-submit``, the demo), through the ``SPARK_SUBMIT_OPTS`` variable Spark's launcher
-reads (an environment's own value wins). Such a JVM runs one short job: the JIT's first
-tier and the serial collector cut the machine's CPU for
-``tests/pipeline/test_cli.py::test_a_wrong_format_fails_and_a_right_one_summarises`` (three
-such JVMs) from 158 s to 114 s, at the same wall time (2026-12-03). An in-process session's
-own flags come after these and win (``tests/pipeline/conftest.py``)."""
+LIGHT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""The JIT's first tier and the serial collector, for the JVMs the tests start that run one
+short job or mostly idle (an environment's own value of the variable wins):
+
+* every Spark driver a test starts as a process (``walcast spark …``, ``spark-submit``, the
+  demo), through ``SPARK_SUBMIT_OPTS``, which Spark's launcher reads: the machine's CPU for
+  ``tests/pipeline/test_cli.py::test_a_wrong_format_fails_and_a_right_one_summarises``
+  (three such JVMs) went from 158 s to 114 s, at the same wall time (2026-12-03). An
+  in-process session's own flags come after these and win (``tests/pipeline/conftest.py``);
+* each test worker's Kafka broker, through ``KAFKA_JVM_OPTS`` (``scripts/local-services``):
+  idle, it uses 1.6% of a core instead of 2.5%."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Spark drivers started as processes get :data:`SPARK_SUBMIT_OPTS`; a worker with
+    """Spark drivers started as processes get :data:`LIGHT_JVM_OPTIONS`; a worker with
     :data:`PER_WORKER` starts its own services, before any test."""
     del config
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_SUBMIT_OPTS)
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", LIGHT_JVM_OPTIONS)
     worker = _worker_with_own_services()
     if worker is None:
         return
     os.environ["WALCAST_SERVICES_DIR"] = _own_services_dir(worker)
     for var in _WORKER_VARS:
         os.environ.pop(var, None)
-    # A test broker idles most of the run: the JIT's first tier and the serial collector
-    # (scripts/local-services, KAFKA_JVM_OPTS) cost it a third less CPU when idle.
     done = subprocess.run(
         [str(SERVICES), "start", "all"],
         capture_output=True,
         text=True,
         check=False,
         timeout=900,
-        env={"KAFKA_JVM_OPTS": WORKER_KAFKA_JVM_OPTS, **os.environ},
+        env={"KAFKA_JVM_OPTS": LIGHT_JVM_OPTIONS, **os.environ},
     )
     if done.returncode != 0:
         raise pytest.UsageError(
