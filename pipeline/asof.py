@@ -1,10 +1,14 @@
 """Reads of a materialized table as the source had it at an LSN or a commit time.
 
-:func:`read_table_as_of` answers from the table's history (:mod:`pipeline.history`,
-``materialize --history``): the versions with ``valid_from_lsn <= X`` and
-``valid_to_lsn > X`` (or none), i.e. every transaction committed at or before ``X``
-applied, none after. The result has the state table's columns (the table's own, then
-those of :mod:`pipeline.lineage`: the last change written into each version).
+:func:`read_table_as_of` answers from the table's history when it has one
+(:mod:`pipeline.history`, ``materialize --history``): the versions with
+``valid_from_lsn <= X`` and ``valid_to_lsn > X`` (or none), i.e. every transaction
+committed at or before ``X`` applied, none after; any point of its range is exact. A Delta
+table without a history answers from its own versions (Delta time travel), through the
+range of changes materialize recorded in each commit (:mod:`pipeline.delta_versions`):
+exact at the points between two batches, refused (one line naming the nearest readable
+points) inside one. The result has the state table's columns (the table's own, then those
+of :mod:`pipeline.lineage`: the last change written into each row).
 
 Decisions and invariants:
 
@@ -19,8 +23,9 @@ Decisions and invariants:
   times follow.
 * **Malformed input** (an LSN not ``X/Y``, a time not ISO 8601) is one line, checked
   before any Spark session starts (:func:`parse_as_of_lsn`, :func:`parse_as_of_time`).
-* A table without a history is one line naming why: a Parquet table (that store keeps
-  none) or a Delta table materialized without ``--history``.
+* A table that cannot answer is one line naming why: a Parquet or Iceberg table (those
+  stores keep no history), or a Delta table whose commits record no changes (see
+  :mod:`pipeline.delta_versions`).
 * With tracked columns (``--history-columns``), versions change only with those columns,
   so a read as of ``X`` is exact for them and shows the others as the version's last
   values.
@@ -35,6 +40,8 @@ from typing import TYPE_CHECKING
 
 from capture.errors import ConfigError, lsn_text
 from capture.lsn import parse_lsn
+from pipeline.delta_versions import recorded_commits, utc_time, version_as_of
+from pipeline.errors import AsOfError
 from pipeline.history import (
     VALID_FROM_LSN,
     VALID_FROM_TIME,
@@ -44,14 +51,10 @@ from pipeline.history import (
     history_path,
     read_history,
 )
-from pipeline.tables import current_version, table_path, table_paths
+from pipeline.tables import current_version, is_table, table_path, table_paths
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-class AsOfError(ConfigError):
-    """An as-of read the table's history cannot answer (exit 2)."""
 
 
 def parse_as_of_lsn(text: str, flag: str = "--as-of-lsn") -> int:
@@ -73,7 +76,7 @@ def parse_as_of_time(text: str, flag: str = "--as-of-time") -> dt.datetime:
 
 def _utc(micros: int) -> dt.datetime:
     """A Spark timestamp read as microseconds (PySpark would give the process's zone)."""
-    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
+    return utc_time(micros)
 
 
 def _micros(when: dt.datetime) -> int:
@@ -104,13 +107,7 @@ def read_table_as_of(
     path = find_table_path(spark, root, schema, table, source)
     history = read_history(spark, path)
     if history is None:
-        if not table_exists(spark, path):
-            raise AsOfError(f"{label}: no such table under {root}")
-        store = "a Parquet table, which keeps" if _is_parquet(spark, path) else "a table with"
-        raise AsOfError(
-            f"{label}: {store} no history ({history_path(path)} does not exist)",
-            hint="materialize it with --delta --history",
-        )
+        return _read_version_as_of(spark, path, label, root, as_of_lsn, as_of_time)
     to_lsn = F.coalesce(F.col(VALID_TO_LSN), F.col(VALID_FROM_LSN))
     to_time = F.coalesce(F.col(VALID_TO_TIME), F.col(VALID_FROM_TIME))
     bounds = history.select(
@@ -147,6 +144,39 @@ def read_table_as_of(
         F.col(VALID_TO_LSN).isNull() | (F.col(VALID_TO_LSN) > F.lit(lsn))
     )
     return history.where(visible).select(*columns)
+
+
+def _read_version_as_of(
+    spark: SparkSession,
+    path: str,
+    label: str,
+    root: str,
+    as_of_lsn: int | str | None,
+    as_of_time: dt.datetime | str | None,
+) -> DataFrame:
+    """A Delta table without a history as of a point: the version that holds it exactly."""
+    from delta.tables import DeltaTable  # noqa: PLC0415
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        if _is_parquet(spark, path):
+            store = "a Parquet table, which keeps"
+        elif is_table(spark, path):
+            store = "an Iceberg table, which keeps"
+        else:
+            raise AsOfError(f"{label}: no such table under {root}")
+        raise AsOfError(
+            f"{label}: {store} no history ({history_path(path)} does not exist)",
+            hint="materialize it with --delta --history",
+        )
+    if as_of_time is not None:
+        when = parse_as_of_time(as_of_time) if isinstance(as_of_time, str) else as_of_time
+        when = when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+        point, by_time = _micros(when), True
+    else:
+        point = parse_as_of_lsn(as_of_lsn) if isinstance(as_of_lsn, str) else int(as_of_lsn or 0)
+        by_time = False
+    version = version_as_of(recorded_commits(spark, path), point, label, by_time=by_time)
+    return spark.read.format("delta").option("versionAsOf", version).load(path)
 
 
 def _last_commit_at(history: DataFrame, when: dt.datetime) -> int | None:

@@ -38,6 +38,10 @@ class UnorderedChangesError(WalcastError):
     """A table's changes mix records with and without a commit LSN: no total order (exit 1)."""
 
 
+class AsOfError(ConfigError):
+    """An as-of read the table's history or versions cannot answer (exit 2)."""
+
+
 class SparkJobError(WalcastError):
     """The streaming query failed inside Spark; the message is Spark's first line (exit 1)."""
 

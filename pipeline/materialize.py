@@ -60,6 +60,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from capture.errors import ConfigError, WalcastError
 from capture.state.identity import SourceIdentity
 from pipeline import preflight
+from pipeline.delta_versions import BatchRange
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
 from pipeline.history import PARQUET_REFUSAL, HistoryOrderError, apply_history
@@ -129,11 +130,26 @@ def apply_batch(
             by_table[(row["source"], row["schema"], row["table"])] = row
     counted = (
         changes.groupBy("source", "schema", "table")
-        .agg(F.count(F.lit(1)).alias("n"), F.count("commit_lsn_num").alias("positioned"))
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.count("commit_lsn_num").alias("positioned"),
+            F.min("commit_lsn_num").alias("first_lsn"),
+            F.max("commit_lsn_num").alias("last_lsn"),
+            F.unix_micros(F.min("commit_time")).alias("first_time"),
+            F.unix_micros(F.max("commit_time")).alias("last_time"),
+        )
         .collect()
     )
     counts = {(r["source"], r["schema"], r["table"]): int(r["n"]) for r in counted}
     positioned = {(r["source"], r["schema"], r["table"]): int(r["positioned"]) for r in counted}
+    ranges = {
+        (r["source"], r["schema"], r["table"]): BatchRange(
+            int(r["first_lsn"]), int(r["last_lsn"]), int(r["first_time"]), int(r["last_time"])
+        )
+        for r in counted
+        # every change positioned (else no LSN to read at), with its commit time
+        if r["positioned"] == r["n"] and r["first_time"] is not None
+    }
     several = len({source for source, _, _ in counts}) > 1
     # the apply order of each table, checked before any table is written
     orders = {
@@ -172,7 +188,7 @@ def apply_batch(
         elif delta:
             apply_delta(
                 spark, path, spec, part, batch_id, f"{app_id}:{path}", order,
-                change_data_feed=change_data_feed,
+                change_data_feed=change_data_feed, applied=ranges.get((source, schema, table)),
             )  # fmt: skip
         else:
             apply_parquet(spark, path, spec, part, batch_id, order)

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from capture.errors import lsn_text
-from pipeline.asof import AsOfError, find_table_path, read_table_as_of, table_exists
+from pipeline.asof import find_table_path, read_table_as_of, table_exists
+from pipeline.errors import AsOfError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

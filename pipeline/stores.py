@@ -16,7 +16,9 @@ MERGEs (:func:`_merge_by_key`, :func:`_merge_multiset`) as SQL ``MERGE INTO``.
 Every stored row ends with the change that last wrote it (``_walcast_commit_lsn``,
 ``_walcast_commit_time``, ``_walcast_op``: :mod:`pipeline.lineage`, added by
 :func:`stored_spec`). With ``change_data_feed``, :func:`apply_delta` turns Delta's Change
-Data Feed on for the table (``delta.enableChangeDataFeed``) before writing it.
+Data Feed on for the table (``delta.enableChangeDataFeed``) before writing it. Each Delta
+commit of a batch records the range of changes it applied (:mod:`pipeline.delta_versions`),
+so the table can be read as of an LSN without a history.
 
 **No partial rows** (issue 36's orphan rule). A row the fold leaves to be completed from
 the table (an update whose change did not send every column, e.g. unchanged TOAST, a
@@ -47,6 +49,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pipeline.delta_versions import USER_METADATA, BatchRange, commit_metadata
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, without_truncated
 from pipeline.lineage import LINEAGE_COLUMNS, LINEAGE_NAMES, multiset_lineage, with_lineage
 from pipeline.model import LOG_ORDER
@@ -383,11 +386,14 @@ def apply_delta(
     order: Sequence[str] = LOG_ORDER,
     *,
     change_data_feed: bool = False,
+    applied: BatchRange | None = None,
 ) -> int:
     """MERGE ``changes`` in ``order`` into the Delta table at ``path`` (once per batch id).
 
     Returns the number of rows kept out (no partial rows: module doc). With
-    ``change_data_feed``, the table's Change Data Feed is turned on first.
+    ``change_data_feed``, the table's Change Data Feed is turned on first. ``applied``
+    (the changes' first and last commit LSN and time) is recorded in the batch's commits
+    (:mod:`pipeline.delta_versions`: reads as of an LSN without a history).
     """
     from delta.tables import DeltaTable  # noqa: PLC0415
 
@@ -416,6 +422,8 @@ def apply_delta(
     def txn(step: str) -> None:
         spark.conf.set("spark.databricks.delta.write.txnAppId", f"{app_id}:{step}")
         spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        if applied is not None:
+            spark.conf.set(USER_METADATA, commit_metadata(batch_id, applied))
 
     kept_out = 0
     try:
@@ -432,6 +440,7 @@ def apply_delta(
     finally:
         spark.conf.unset("spark.databricks.delta.write.txnAppId")
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
+        spark.conf.unset(USER_METADATA)
     return kept_out
 
 

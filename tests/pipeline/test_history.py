@@ -17,6 +17,8 @@ import pytest
 
 from capture.errors import ConfigError
 from pipeline.asof import read_table_as_of
+from pipeline.delta_versions import recorded_commits
+from pipeline.errors import AsOfError
 from pipeline.history import (
     IS_CURRENT,
     VALID_FROM_LSN,
@@ -241,6 +243,40 @@ def test_as_of_outside_the_history_names_the_range(spark, tmp_path) -> None:
         spark, root, "public", "doc", as_of_time=dt.datetime(2024, 1, 1, 0, 17, 0, tzinfo=dt.UTC)
     ).collect()
     assert [(r["id"], r["v"]) for r in got] == [("1", "1")]
+
+
+def test_delta_versions_answer_between_batches_and_refuse_inside_one(spark, tmp_path) -> None:
+    """Without --history, a Delta table reads as of an LSN from its versions: exact at the
+    points between two batches (each checked against the replay), refused inside a batch
+    (a transaction cut in two: 0/578 lies inside) and outside the range; a batch applied
+    again records nothing more."""
+    root = str(tmp_path / "state")
+    t = workload()
+    rows = list(t.rows)
+    # batches: txns 1000-1100 | 1200-1300 | the first change of 1400 | the rest (to 1600)
+    batches = [rows[a:b] for a, b in itertools.pairwise([0, 8, 11, 12, len(rows)])]
+    for batch_id, part in enumerate(batches):
+        t.rows = part
+        apply_batch(spark, t.frame(spark), root, batch_id, use_delta=True, typed=False)
+    path = table_path(root, "public", "doc")
+    commits = recorded_commits(spark, path)
+    assert [(c.batch_id, c.changes.first_lsn, c.changes.last_lsn) for c in commits] == [
+        (0, 1000, 1100), (1, 1200, 1300), (2, 1400, 1400), (3, 1400, 1600),
+    ]  # fmt: skip
+    for lsn, like in ((1100, 1100), (1199, 1100), (1300, 1300), (1600, 1600)):
+        assert as_of(spark, root, lsn) == replay(t.log, like), lsn
+    at = dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=1350)
+    got = read_table_as_of(spark, root, "public", "doc", as_of_time=at).collect()
+    assert {r["id"]: (r["v"], r["body"]) for r in got} == replay(t.log, 1300)
+    for lsn, near in ((1000, "0/44C"), (1200, "0/44C or 0/514"), (1400, "0/514 or 0/640")):
+        with pytest.raises(AsOfError, match=rf"both sides of it .* that one does: {near}$"):
+            read_table_as_of(spark, root, "public", "doc", as_of_lsn=lsn)
+    for lsn in (999, 1601):
+        with pytest.raises(AsOfError, match=r"public\.doc's versions cover 0/3E8 to 0/640"):
+            read_table_as_of(spark, root, "public", "doc", as_of_lsn=lsn)
+    t.rows = batches[-1]  # the last batch again, as a restarted job replays it
+    apply_batch(spark, t.frame(spark), root, len(batches) - 1, use_delta=True, typed=False)
+    assert recorded_commits(spark, path) == commits
 
 
 def readme_feed_example() -> str:
