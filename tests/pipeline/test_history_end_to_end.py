@@ -9,11 +9,23 @@ After each transaction ``SELECT *`` and ``pg_current_wal_lsn()`` are recorded; t
 read back as of each recorded LSN must equal what PostgreSQL held then, and the current
 table ``SELECT *`` at the end. The CLI cases are run as a user runs them (a subprocess,
 one ``walcast: error:`` line each).
+
+Faults on the way: after the second transaction the daemon is killed (``kill -9``) and
+started again (it may send changes again: normalize drops them as replays); after the
+third, the table is loaded again (``walcast snapshot --table``) while streaming; the
+changes are normalized in two runs (before the kill and at the end), and materialize runs
+one file per batch as a user's process that is killed (``kill -9``) once its first batch
+committed, then again to the end from its checkpoint. The state table's own versions
+(no history needed, :mod:`pipeline.delta_versions`) must hold the source exactly at the
+moment between the two normalize runs.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -24,6 +36,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from capture.lsn import parse_lsn
+from pipeline.delta_versions import recorded_commits, version_as_of
+from pipeline.errors import AsOfError
 from pipeline.history import read_history
 from pipeline.lineage import LINEAGE_NAMES
 from pipeline.materialize import MaterializeJob, read_table
@@ -95,6 +109,39 @@ def wal_lsn(dsn: str) -> str:
         return str(conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0])
 
 
+BEFORE_KILL = 1
+"""The daemon and the first normalize run stop after the second transaction's moment."""
+BEFORE_RELOAD = 2
+"""The table is loaded again after the third transaction's moment."""
+
+
+def materialize_killed_after_first_batch(
+    changes: str, state: str, checkpoint: Path, log: Path, timeout: float = 900
+) -> bool:
+    """``walcast spark materialize --history`` as a user's process (one file per batch),
+    killed with SIGKILL once its first batch committed; whether it was still running."""
+    with log.open("ab") as out:
+        job = subprocess.Popen(
+            [
+                sys.executable, "-m", "capture", "spark", "materialize", "--input", changes,
+                "--output", state, "--checkpoint", str(checkpoint), "--delta", "--text",
+                "--history", "--max-files-per-trigger", "1", "--available-now",
+            ],
+            stdout=out, stderr=out, cwd=sc.REPO,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        try:
+            while not (checkpoint / "commits" / "0").exists():
+                assert job.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.1)
+            running = job.poll() is None
+        finally:
+            job.kill()
+            job.wait(timeout=60)
+    return running
+
+
 @pytest.fixture(scope="module")
 def run(pg_dsn: str, kafka_bootstrap: str, spark, tmp_path_factory: pytest.TempPathFactory):
     tag = uuid.uuid4().hex[:8]
@@ -119,6 +166,15 @@ def run(pg_dsn: str, kafka_bootstrap: str, spark, tmp_path_factory: pytest.TempP
         *_daemon_args(dsn, slot, pub, kafka_bootstrap, prefix, config), log_path=work / "run.log"
     )
     moments: list[Moment] = []
+    changes, state = str(work / "changes"), str(work / "state")
+
+    def normalize() -> None:
+        NormalizeJob(
+            bootstrap=kafka_bootstrap, topics=[f"{prefix}.json.{SCHEMA}.{TABLE}"],
+            format="json", output=changes, checkpoint=str(work / "normalize-ckpt"),
+            layout_topic=prefix + ".schemas", available_now=True, kafka_timeout=120,
+        ).run(spark)  # fmt: skip
+
     try:
         _wait_for(daemon, "snapshot_table_done", 1)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -127,10 +183,25 @@ def run(pg_dsn: str, kafka_bootstrap: str, spark, tmp_path_factory: pytest.TempP
             # its record is written, and pg_current_wal_lsn() (the write position) would then
             # be before the commit it follows (seen: 0/5D266000 after a commit at 0/5D267610)
             conn.execute("SET synchronous_commit = on")
-            for statement in WORKLOAD:
+            for i, statement in enumerate(WORKLOAD):
                 conn.execute(statement)
                 columns, _, rows = source_rows(dsn, TABLE)
                 moments.append(Moment(wal_lsn(dsn), rows))
+                if i == BEFORE_KILL:
+                    wait_caught_up(dsn, slot, current_lsn(dsn), daemon)
+                    normalize()  # materialize's first file ends at this moment
+                    daemon.kill()  # SIGKILL, then the same command again
+                    daemon = RunningDaemon(
+                        *_daemon_args(dsn, slot, pub, kafka_bootstrap, prefix, config),
+                        log_path=work / "run.log",
+                    )
+                elif i == BEFORE_RELOAD:
+                    reload = sc.walcast(
+                        "snapshot", "--dsn", dsn, "--table", f"{SCHEMA}.{TABLE}", "--slot", slot,
+                        timeout=60,
+                    )  # fmt: skip
+                    assert reload.returncode == 0, reload.stderr
+                    _wait_for(daemon, "snapshot_table_done", 2)  # both runs log to run.log
             conn.execute(SENTINEL)
         wait_caught_up(dsn, slot, current_lsn(dsn), daemon)
         assert daemon.stop() == 0, daemon.log()[-3000:]
@@ -140,17 +211,15 @@ def run(pg_dsn: str, kafka_bootstrap: str, spark, tmp_path_factory: pytest.TempP
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             sc.drop_slot(conn, slot)
     _, _, final = source_rows(dsn, TABLE)
-    changes, state = str(work / "changes"), str(work / "state")
-    NormalizeJob(
-        bootstrap=kafka_bootstrap, topics=[f"{prefix}.json.{SCHEMA}.{TABLE}"], format="json",
-        output=changes, checkpoint=str(work / "normalize-ckpt"),
-        layout_topic=prefix + ".schemas", available_now=True, kafka_timeout=120,
-    ).run(spark)  # fmt: skip
+    normalize()
+    checkpoint = work / "materialize-ckpt"
     # untyped, so without the layouts: values compare as PostgreSQL's text
+    killed = materialize_killed_after_first_batch(changes, state, checkpoint, work / "job.log")
     MaterializeJob(
-        normalized=changes, state=state, checkpoint=str(work / "materialize-ckpt"),
-        typed=False, use_delta=True, history=True, available_now=True,
+        normalized=changes, state=state, checkpoint=str(checkpoint), typed=False,
+        use_delta=True, history=True, available_now=True, max_files_per_trigger=1,
     ).run(spark)  # fmt: skip
+    assert killed
     yield Run(dsn, columns, moments, final, state, changes)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
@@ -171,9 +240,32 @@ def test_history_as_of_each_recorded_lsn_equals_postgres(run: Run, spark) -> Non
     history = read_history(spark, path)
     assert history is not None
     per_key = Counter(r["id"] for r in history.collect())
-    # 1: insert, the transaction of three updates, the sentinel; 2 and 20 never visible
-    # after their transaction; 21 opened by the double key change; 3 and 4 twice
-    assert per_key == Counter({"1": 3, "2": 1, "21": 1, "3": 2, "4": 2, "5": 1, "50": 2})
+    # the reload (after the delete of 3) writes 1, 21, 4 and 5 once more: a version each.
+    # 1: insert, the transaction of three updates, reload, sentinel; 2 and 20 never visible
+    # after their transaction; 21 opened by the double key change, then the reload; 3
+    # inserted twice; 4: insert, reload, delete and re-insert; 5: insert, reload; 50: its
+    # move, its update. The changes the killed daemon sent again opened none.
+    assert per_key == Counter({"1": 4, "2": 1, "21": 2, "3": 2, "4": 3, "5": 2, "50": 2})
+
+
+def test_delta_versions_hold_the_source_between_two_batches(run: Run, spark) -> None:
+    """Without the history: the state table's versions answer the moment that ended the
+    first normalize run (materialize's first batch), exactly; the others fall inside a batch
+    and are refused."""
+    (path,) = table_paths(spark, run.state, SCHEMA, TABLE)
+    commits = recorded_commits(spark, path)
+    answered, refusals = [], []
+    for i, moment in enumerate(run.moments):
+        try:
+            version = version_as_of(commits, parse_lsn(moment.lsn), f"{SCHEMA}.{TABLE}")
+        except AsOfError as exc:
+            refusals.append(str(exc))
+            continue
+        frame = spark.read.format("delta").option("versionAsOf", version).load(path)
+        assert rows_of(frame, run.columns) == moment.rows, (i, moment.lsn, version)
+        answered.append(i)
+    assert BEFORE_KILL in answered, [(c.version, c.changes) for c in commits]
+    assert all("applied changes on both sides of it" in r for r in refusals), refusals
 
 
 def show(run: Run, *args: str, timeout: float = 900):
