@@ -36,7 +36,8 @@ SPARK_DESCRIPTION: Final = """\
 Run the Spark jobs that turn the Kafka topics walcast writes back into tables:
 normalize reads the topics of one format into a normalized change table, and
 materialize folds that table into one current-state table per source table.
-Each job has its own --help. They need the spark extra
+show prints a table (now or as of an LSN), maintain compacts the tables and
+removes old versions' files. Each has its own --help. They need the spark extra
 (pip install 'walcast[spark]') and a Java runtime; Spark runs locally
 (--master local[2]) unless --master says otherwise."""
 """What ``walcast spark --help`` says."""
@@ -146,6 +147,24 @@ SHOW_EXAMPLES: Final = (
         "walcast spark show --tables /data/tables --table shop.orders \\\n"
         "    --as-of-time 2026-11-29T06:30:00Z"
     ),
+)
+
+MAINTAIN_DESCRIPTION: Final = """\
+Keep the tables of walcast spark materialize fast: compact each table's small
+files (Delta OPTIMIZE, Iceberg rewrite_data_files) and remove the files of
+versions older than --retain-hours (Delta VACUUM, Iceberg expire_snapshots),
+for every table under --tables (each source's copy and the history tables), or
+those named with --table. Safe to run beside a running materialize: when both
+write one table at once, the one that loses the race runs again. Reads as of a
+point older than the retention may no longer find a Delta version (a history
+table keeps every version). Parquet tables need nothing (each batch writes the
+table whole). A --table that is not there or a --retain-hours under 1 is one
+line (exit 2)."""
+"""What ``walcast spark maintain --help`` says."""
+
+MAINTAIN_EXAMPLES: Final = (
+    "walcast spark maintain --tables /data/tables",
+    "walcast spark maintain --tables /data/tables --table shop.orders --retain-hours 24",
 )
 
 
@@ -681,6 +700,85 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_maintain_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``maintain``."""
+    from pipeline.maintain import DEFAULT_RETAIN_HOURS  # noqa: PLC0415
+
+    parser.add_argument(
+        "--tables",
+        required=True,
+        metavar="DIR",
+        help="root directory of the tables: the --output of walcast spark materialize (required)",
+    )
+    parser.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="SCHEMA.TABLE",
+        help="only this table, every source's copy and its history (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--retain-hours",
+        type=float,
+        default=DEFAULT_RETAIN_HOURS,
+        metavar="HOURS",
+        help=f"keep the files of versions this recent (default {DEFAULT_RETAIN_HOURS:g}, "
+        "7 days; at least 1)",
+    )
+    parser.add_argument(
+        "--no-compact",
+        dest="compact",
+        action="store_false",
+        help="do not compact files (default: compact)",
+    )
+    parser.add_argument(
+        "--no-expire",
+        dest="expire",
+        action="store_false",
+        help="do not remove old versions' files (default: remove)",
+    )
+    parser.add_argument(
+        "--master",
+        default=None,
+        metavar="URL",
+        help="Spark master (default local[2])",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark setting, e.g. spark.sql.catalog.walcast.uri=… (repeatable; default: none)",
+    )
+
+
+def run_maintain(args: argparse.Namespace) -> int:
+    """Compact and expire the materialized tables."""
+    from pipeline.maintain import MaintainOptions, maintain  # noqa: PLC0415
+    from pipeline.tables import ICEBERG_HINT  # noqa: PLC0415
+
+    options = MaintainOptions(args.compact, args.expire, args.retain_hours)  # checks
+    for name in args.table:
+        schema, dot, table = name.partition(".")
+        if not dot or not schema or not table:
+            raise ConfigError(f"--table {name!r}: expected SCHEMA.TABLE, e.g. public.orders")
+    local = args.tables.removeprefix("file://")
+    remote = "://" in local
+    if not remote and not Path(local).is_dir():
+        raise ConfigError(
+            f"--tables {args.tables}: no such directory",
+            hint="give the --output of walcast spark materialize",
+        )
+    # Iceberg's jars only when a table needs them (a remote root may hold any)
+    iceberg = remote or any(Path(local).glob(f"**/{ICEBERG_HINT}"))
+    quiet_python_loggers()
+    spark = session_from_args(args, "walcast-maintain", use_delta=True, iceberg=iceberg)
+    lines = maintain(spark, args.tables, options, only=args.table)
+    if not lines:
+        print(f"walcast spark maintain: no table under {args.tables}")
+    return 0
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``spark normalize``, ``spark materialize`` and ``spark show``."""
     spark = add_command(
@@ -718,3 +816,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     add_show_arguments(show)
     show.set_defaults(func=run_show)
+    maintain = add_command(
+        jobs,
+        "maintain",
+        "compact the materialized tables and remove old versions' files",
+        MAINTAIN_DESCRIPTION,
+        MAINTAIN_EXAMPLES,
+    )
+    add_maintain_arguments(maintain)
+    maintain.set_defaults(func=run_maintain)

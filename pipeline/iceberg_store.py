@@ -53,6 +53,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from capture.errors import ConfigError
+from pipeline.conflicts import retry_conflicts
 from pipeline.fold import without_truncated
 from pipeline.lineage import with_lineage
 from pipeline.model import LOG_ORDER
@@ -314,21 +315,34 @@ def apply_iceberg(
         return {APP_ID: app_id, BATCH_ID: str(batch_id), STEP: step}
 
     kept_out = 0
+    what = f"{spec.schema}.{spec.table} batch {batch_id}"
+    # a lost race with another writer (walcast spark maintain) committed nothing: run again
     if truncated and pending("truncate"):
-        _commit(spark, mark("truncate"), lambda: spark.sql(f"DELETE FROM {name}"))  # noqa: S608 - quoted
+        retry_conflicts(
+            f"{what} (TRUNCATE)",
+            lambda: _commit(spark, mark("truncate"), lambda: spark.sql(f"DELETE FROM {name}")),  # noqa: S608 - quoted
+        )
     if pending("merge"):
         if spec.primary_key:
             kept_out = int(
-                _commit(
-                    spark,
-                    mark("merge"),
-                    lambda: _merge_by_key(
-                        target, spec, with_lineage(kept), truncated=truncated, order=order
+                retry_conflicts(
+                    f"{what} (MERGE)",
+                    lambda: _commit(
+                        spark,
+                        mark("merge"),
+                        lambda: _merge_by_key(
+                            target, spec, with_lineage(kept), truncated=truncated, order=order
+                        ),
                     ),
                 )
             )
         else:
-            _commit(spark, mark("merge"), lambda: _merge_multiset(spark, target, base, kept, order))
+            retry_conflicts(
+                f"{what} (MERGE)",
+                lambda: _commit(
+                    spark, mark("merge"), lambda: _merge_multiset(spark, target, base, kept, order)
+                ),
+            )
     return kept_out
 
 

@@ -8,7 +8,8 @@ changes' ``column_types``) and primary key. Two stores apply a batch's fold
   for TRUNCATE), made idempotent with Delta's ``txnAppId``/``txnVersion``;
 * Parquet (:func:`apply_parquet`): the table's state is rewritten into a new version
   directory and ``_CURRENT`` is switched to it (:func:`read_table` reads it); a batch the
-  table already has is skipped.
+  table already has is skipped. That costs the whole table per batch: above
+  :data:`PARQUET_WARN_BYTES` one warning per table says so and names the other stores.
 
 A third, Apache Iceberg, lives in :mod:`pipeline.iceberg_store` and runs this module's
 MERGEs (:func:`_merge_by_key`, :func:`_merge_multiset`) as SQL ``MERGE INTO``.
@@ -49,6 +50,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pipeline.conflicts import retry_conflicts
 from pipeline.delta_versions import USER_METADATA, BatchRange, commit_metadata
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, without_truncated
 from pipeline.lineage import LINEAGE_COLUMNS, LINEAGE_NAMES, multiset_lineage, with_lineage
@@ -193,6 +195,31 @@ def read_table(
     if fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{ICEBERG_HINT}")):
         return spark.read.format("iceberg").load(path)  # pipeline.iceberg_store's table
     return spark.read.format("delta").load(path)
+
+
+PARQUET_WARN_BYTES = 256 * 1024 * 1024
+"""Above this size a Parquet table's whole rewrite per batch is said to cost (once per
+table and process): the store is the small-table option (pipeline/README.md)."""
+_warned_large: set[str] = set()
+
+
+def _warn_if_large(spark: SparkSession, spec: TableSpec, path: str, version: str) -> None:
+    """One warning line when the version just written exceeds :data:`PARQUET_WARN_BYTES`."""
+    if path in _warned_large:
+        return
+    jvm, fs = hadoop_fs(spark, path)
+    size = int(fs.getContentSummary(jvm.org.apache.hadoop.fs.Path(f"{path}/{version}")).getLength())
+    if size <= PARQUET_WARN_BYTES:
+        return
+    _warned_large.add(path)
+    log.warning(
+        "walcast spark materialize: %s.%s: the Parquet store rewrote the whole table (%d MiB) "
+        "for one batch, and does so for every batch that changes it; use --delta or --store "
+        "iceberg for tables this large (they rewrite only the files a batch touches)",
+        spec.schema,
+        spec.table,
+        size // (1024 * 1024),
+    )
 
 
 def _version_name(batch_id: int) -> str:
@@ -368,6 +395,7 @@ def apply_parquet(
         new_state = untouched.select(*out_cols).unionByName(copies.select(*out_cols))
     new_state.write.mode("overwrite").parquet(f"{path}/{name}")
     _set_current(spark, path, name)
+    _warn_if_large(spark, spec, path, name)
     if persisted is not None:
         persisted.unpersist()
     return kept_out
@@ -391,7 +419,9 @@ def apply_delta(
     """MERGE ``changes`` in ``order`` into the Delta table at ``path`` (once per batch id).
 
     Returns the number of rows kept out (no partial rows: module doc). With
-    ``change_data_feed``, the table's Change Data Feed is turned on first. ``applied``
+    ``change_data_feed``, the table's Change Data Feed is turned on first. A step that
+    loses a race with another writer of the table (``walcast spark maintain``) runs again
+    (:mod:`pipeline.conflicts`; the txn settings make it a no-op once committed). ``applied``
     (the changes' first and last commit LSN and time) is recorded in the batch's commits
     (:mod:`pipeline.delta_versions`: reads as of an LSN without a history).
     """
@@ -426,17 +456,23 @@ def apply_delta(
             spark.conf.set(USER_METADATA, commit_metadata(batch_id, applied))
 
     kept_out = 0
+    what = f"{spec.schema}.{spec.table} batch {batch_id}"
     try:
         if truncated:
             txn("truncate")
-            target.delete()
+            retry_conflicts(f"{what} (TRUNCATE)", target.delete)
         txn("merge")
         if spec.primary_key:
-            kept_out = _merge_by_key(
-                target, spec, with_lineage(kept), truncated=truncated, order=order
+            kept_out = retry_conflicts(
+                f"{what} (MERGE)",
+                lambda: _merge_by_key(
+                    target, spec, with_lineage(kept), truncated=truncated, order=order
+                ),
             )
         else:
-            _merge_multiset(spark, target, base, kept, order)
+            retry_conflicts(
+                f"{what} (MERGE)", lambda: _merge_multiset(spark, target, base, kept, order)
+            )
     finally:
         spark.conf.unset("spark.databricks.delta.write.txnAppId")
         spark.conf.unset("spark.databricks.delta.write.txnVersion")

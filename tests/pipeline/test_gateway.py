@@ -29,3 +29,18 @@ def test_a_text_only_target_gets_the_lines_decoded() -> None:
     target = io.StringIO()
     copy_filtered(source, target)
     assert target.getvalue() == "one\ntwo\n"
+
+
+def test_delta_vacuum_counts_are_dropped_and_other_output_kept() -> None:
+    source = io.BytesIO(
+        b"Deleted 12 files and directories in a total of 3 directories.\n"
+        b"Found 2 files and directories in a total of 1 directories that are safe to delete."
+        b" Total size is 10 bytes.\n"
+        b"Deleted 12 files and directories in a total of 3 directories. and more\n"
+        b"a user's println\n"
+    )
+    target = io.StringIO()
+    copy_filtered(source, target)
+    assert target.getvalue() == (
+        "Deleted 12 files and directories in a total of 3 directories. and more\na user's println\n"
+    )
