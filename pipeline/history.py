@@ -35,6 +35,11 @@ Invariants (and the decisions where the issue left a choice):
   was current before the batch. When that version is not in the history (materialize
   started after the row was written), the row opens no version: its unsent values are
   unknown (the state table's "no partial rows" rule, :mod:`pipeline.stores`).
+* **Dropped columns.** A batch spanning an ``ALTER TABLE … DROP COLUMN`` keeps the column
+  for the changes from before it (:func:`pipeline.materialize.with_retired`: a *retired*
+  column, never required of a change), so versions opened before the DROP hold its
+  value; versions opened after it carry the last value forward (the state table's rule)
+  and an as-of read after the DROP shows the column a reader should ignore.
 * **Key changes** close the old key's version at the change's transaction and open the
   new key's there, as a delete and an insert would. **Deletes** close the version (no row
   stands for the delete itself). **TRUNCATE** closes every version open at that point.
@@ -370,8 +375,9 @@ def _entries(spec: TableSpec, changes: DataFrame, current: DataFrame) -> DataFra
         for i, (name, kind) in enumerate(spec.columns)
     ]
     complete = F.lit(True)
-    for i in range(len(spec.names)):
-        complete = complete & F.col(f"_p{i}").isNotNull()
+    for i, name in enumerate(spec.names):
+        if name not in spec.retired:  # dropped at the source since: never required
+            complete = complete & F.col(f"_p{i}").isNotNull()
     # no partial rows (pipeline.stores): a row whose unsent columns had to come from a
     # version the history does not hold (materialize started after the row was written)
     # opens no version, as the state table keeps it out

@@ -65,9 +65,11 @@ from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
 from pipeline.history import PARQUET_REFUSAL, HistoryOrderError, apply_history
 from pipeline.iceberg_store import apply_iceberg, check_catalog, refuse_unsupported
-from pipeline.layouts import latest_layouts, layout_topic_name, read_layouts, warn_sourceless
+from pipeline.layouts import layout_topic_name, read_layouts, warn_sourceless
+from pipeline.lineage import LINEAGE_NAMES
 from pipeline.model import LOG_ORDER, NORMALIZED, order_columns
 from pipeline.normalize import rate_text
+from pipeline.pgtypes import spark_type
 from pipeline.session import session_uses_delta
 from pipeline.stores import (
     apply_delta,
@@ -125,9 +127,15 @@ def apply_batch(
         what = PARQUET_REFUSAL if history else "--change-data-feed needs Delta Lake tables"
         raise ConfigError(what, hint="install delta-spark (pip install 'walcast[spark]')")
     by_table: dict[tuple[str | None, str, str], Any] = {}
+    # per table, the type of each column its older layouts had (the newest that had it)
+    earlier: dict[tuple[str | None, str, str], dict[str, str]] = {}
     if layouts is not None:
-        for row in latest_layouts(layouts).collect():
-            by_table[(row["source"], row["schema"], row["table"])] = row
+        rows = sorted(layouts.collect(), key=lambda r: r["layout_offset"])
+        for row in rows:  # oldest first: the newest layout and type win
+            name = (row["source"], row["schema"], row["table"])
+            by_table[name] = row
+            types = earlier.setdefault(name, {})
+            types.update(spec_from_layout(row, typed=typed).columns)
     counted = (
         changes.groupBy("source", "schema", "table")
         .agg(
@@ -137,9 +145,20 @@ def apply_batch(
             F.max("commit_lsn_num").alias("last_lsn"),
             F.unix_micros(F.min("commit_time")).alias("first_time"),
             F.unix_micros(F.max("commit_time")).alias("last_time"),
+            F.array_distinct(
+                F.flatten(
+                    F.collect_set(
+                        F.concat(
+                            F.coalesce(F.map_keys("after"), F.array().cast("array<string>")),
+                            F.coalesce(F.map_keys("before"), F.array().cast("array<string>")),
+                        )
+                    )
+                )
+            ).alias("sent"),
         )
         .collect()
     )
+    sent = {(r["source"], r["schema"], r["table"]): r["sent"] or [] for r in counted}
     counts = {(r["source"], r["schema"], r["table"]): int(r["n"]) for r in counted}
     positioned = {(r["source"], r["schema"], r["table"]): int(r["positioned"]) for r in counted}
     ranges = {
@@ -174,7 +193,12 @@ def apply_batch(
         )
         layout = by_table.get((source, schema, table))
         spec = (
-            spec_from_layout(layout, typed=typed)
+            with_retired(
+                spec_from_layout(layout, typed=typed),
+                sent[(source, schema, table)],
+                earlier[(source, schema, table)],
+                typed=typed,
+            )
             if layout is not None
             else spec_from_changes(part, schema, table, typed=typed)
         )
@@ -200,6 +224,26 @@ def apply_batch(
             without_history.add(label)
         done[label] = count
     return done
+
+
+def with_retired(
+    spec: TableSpec, sent: Sequence[str], earlier: dict[str, str], *, typed: bool = True
+) -> TableSpec:
+    """``spec`` (the table's newest layout) plus the columns it lacks that changes sent.
+
+    Those were dropped (or renamed) at the source after the changes that sent them; they
+    are typed as the older layouts had them (text when none did) and marked retired (never
+    required of a change). Without them, a batch that spans the DROP would lose their
+    values: a history read as of a point before it would have no such column.
+    """
+    names = set(spec.names)
+    gone = sorted({n for n in sent if n not in names and n not in LINEAGE_NAMES})
+    if not gone:
+        return spec
+    extra = tuple((n, earlier.get(n) or spark_type(None, None, typed=typed)) for n in gone)
+    return TableSpec(
+        spec.schema, spec.table, spec.columns + extra, spec.primary_key, spec.retired + tuple(gone)
+    )
 
 
 def _by_name(item: tuple[tuple[str | None, str, str], int]) -> tuple[str, str, str]:

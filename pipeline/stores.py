@@ -73,13 +73,13 @@ def stored_spec(spec: TableSpec) -> TableSpec:
     """The spec of the stored table: the source's columns, then the lineage columns."""
     names = set(spec.names)
     extra = tuple(c for c in LINEAGE_COLUMNS if c[0] not in names)
-    return TableSpec(spec.schema, spec.table, spec.columns + extra, spec.primary_key)
+    return TableSpec(spec.schema, spec.table, spec.columns + extra, spec.primary_key, spec.retired)
 
 
 def source_spec(spec: TableSpec) -> TableSpec:
     """The spec without the lineage columns (what the changes' images carry)."""
     columns = tuple(c for c in spec.columns if c[0] not in LINEAGE_NAMES)
-    return TableSpec(spec.schema, spec.table, columns, spec.primary_key)
+    return TableSpec(spec.schema, spec.table, columns, spec.primary_key, spec.retired)
 
 
 def spec_from_layout(layout: Any, *, typed: bool = True) -> TableSpec:
@@ -261,9 +261,13 @@ FOUND = "_walcast_found"
 
 
 def _complete(spec: TableSpec) -> Column:
-    """The folded row ``_row`` carries every column of the table (nothing left unsent)."""
+    """The folded row ``_row`` carries every column of the table (nothing left unsent).
+
+    Retired columns (dropped at the source since) are not asked for: a row written after
+    the DROP cannot send them.
+    """
     cond = F.lit(True)
-    for n in spec.names:
+    for n in spec.required:
         cond = cond & F.map_contains_key(F.col("_row"), F.lit(n))
     return cond
 

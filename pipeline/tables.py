@@ -37,11 +37,21 @@ class TableSpec:
     table: str
     columns: tuple[tuple[str, str], ...]
     primary_key: tuple[str, ...]
+    retired: tuple[str, ...] = ()
+    """Columns (among ``columns``) that changes of the batch carry but the table's layout
+    no longer has: dropped (or renamed) at the source after those changes. Stored when a
+    change sends them, never required of a change (a row inserted after the DROP has no
+    such column)."""
 
     @property
     def names(self) -> list[str]:
         """Column names in order."""
         return [n for n, _ in self.columns]
+
+    @property
+    def required(self) -> list[str]:
+        """The columns a change must send for its row to be complete (not retired)."""
+        return [n for n, _ in self.columns if n not in self.retired]
 
 
 def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:

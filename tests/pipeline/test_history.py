@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -277,6 +278,61 @@ def test_delta_versions_answer_between_batches_and_refuse_inside_one(spark, tmp_
     t.rows = batches[-1]  # the last batch again, as a restarted job replays it
     apply_batch(spark, t.frame(spark), root, len(batches) - 1, use_delta=True, typed=False)
     assert recorded_commits(spark, path) == commits
+
+
+def layout_records(spark, *layouts: tuple[str, ...]):
+    """Layout rows of ``public.doc``, one per column list, in that order (the last newest)."""
+    from pipeline.layouts import parse_layouts  # noqa: PLC0415
+
+    types = {"id": ("int8", 20), "v": ("int4", 23), "body": ("text", 25)}
+    records = []
+    for offset, names in enumerate(layouts):
+        columns = [
+            {
+                "position": i + 1, "name": n, "type": types[n][0], "declared_type": types[n][0],
+                "type_oid": types[n][1], "type_modifier": -1, "key": n == "id",
+                "primary_key": n == "id", "rendering": "bare",
+            }
+            for i, n in enumerate(names)
+        ]  # fmt: skip
+        record = {
+            "format": "ibm", "schema": "public", "table": "doc", "relation_id": 1,
+            "version": f"{offset:016x}", "replica_identity": "default", "primary_key": ["id"],
+            "field_count": 12 + 2 * len(names), "columns": columns,
+        }  # fmt: skip
+        records.append((json.dumps(record), offset, dt.datetime(2024, 1, 1)))  # noqa: DTZ001
+    frame = spark.createDataFrame(records, "value string, offset long, timestamp timestamp")
+    return parse_layouts(frame)
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["text", "typed"])
+def test_a_batch_spanning_a_drop_column_keeps_the_dropped_values(spark, tmp_path, typed) -> None:
+    """One batch holds changes from before and after ``ALTER TABLE doc DROP COLUMN body``
+    (the layouts say so: the newest has no ``body``). Versions from before the DROP keep
+    their body (an as-of read then shows it); rows inserted after it are not kept out for
+    not sending it, and keep none."""
+    root = str(tmp_path / "state")
+    t = Txn()
+    t.insert(1, 1, "one").insert(2, 1, "two").commit()
+    t.update(1, 2).commit()
+    before_drop = t.lsn - 100
+    t._add("insert", None, {"id": "3", "v": "5"}, [])  # after the DROP: no body
+    t.commit()
+    t._add("update", None, {"id": "2", "v": "6"}, [])
+    t.commit()
+    layouts = layout_records(spark, ("id", "v", "body"), ("id", "v"))
+    apply_batch(spark, t.frame(spark), root, 0, layouts, use_delta=True, typed=typed, history=True)
+    int_or_text = (lambda v: v) if typed else str
+
+    def rows(frame) -> dict:
+        return {int_or_text(r["id"]): (r["v"], r["body"]) for r in frame.collect()}
+
+    one, two = int_or_text(1), int_or_text(2)
+    then = read_table_as_of(spark, root, "public", "doc", as_of_lsn=before_drop)
+    assert rows(then) == {one: (int_or_text(2), "one"), two: (int_or_text(1), "two")}
+    now = rows(read_table(spark, root, "public", "doc"))
+    assert now[int_or_text(3)] == (int_or_text(5), None)  # inserted after the DROP: kept
+    assert now[two] == (int_or_text(6), "two")  # the dropped column keeps its last value
 
 
 def readme_feed_example() -> str:
