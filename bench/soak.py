@@ -33,6 +33,26 @@ added with a DEFAULT gives existing rows a value no change carries (columns are 
 without one, existing rows are then NULL), and a column dropped and added again under the
 same name cannot be told from one that never went away (added columns get fresh names).
 
+Moments (for the history check, below): ``--moments N`` (default 3) per database while the
+workload runs. A moment pauses the database's writer (between two transactions), then, in
+one session with ``synchronous_commit = on``, records ``SELECT *`` of each table with a
+primary key (``accounts``, ``pairs``, ``docs``, ``parted``; ``bag`` has no key and so no
+history) with the columns it has then, and ``pg_current_wal_lsn()``; then the writer
+resumes. Decisions (:class:`MomentPlan`): no moment before every table's initial load is
+done (the current generation's, from the load progress topic), since a history does not
+know a row before its load (an as-of read there is refused, or misses the rows not loaded
+yet); then the moments are spread over what is left of the workload but its last tenth
+(3 to 20 s), one at a seeded point of each N-th of that window. Moments and faults run in
+one loop, one at a time, so no moment is taken during a fault (a daemon down, a slot being
+dropped and re-created, a reload being asked for); a moment that is due also waits until
+the database's daemon streams again (its run logged ``session_started``). A load that
+runs later (an on-demand reload, or a re-created slot's new generation loading every table
+again, its versions re-opened at the load's position) does not hold moments back: the
+history has every row's version by then, so reads as of moments before, during and after
+it must all be exact. After the workload, each keyed table gets a sentinel row and loses it
+(two transactions), so every history reaches past the last moment (an as-of read after a
+table's last change is refused); the final rows do not change.
+
 The check, once the writers stopped, the daemons caught up and every load finished:
 
 * ``json``: the topics are read back and folded per source (the ``walcast.source`` header)
@@ -48,7 +68,22 @@ The check, once the writers stopped, the daemons caught up and every load finish
   ``read_table(…, source=<source key>)``;
 
 and each must equal ``SELECT *`` of its database, as a multiset, value for value (floats as
-numbers), over the table's current columns. IBM delimited has no TRUNCATE
+numbers), over the table's current columns. One vendor format (``--history-format``,
+``canal`` by default when it is checked, else the first checked one; not ``debezium``,
+whose history is not verified here) is materialized into Delta Lake with ``history=True``
+(a history needs Delta; the others stay Parquet), and for each moment and keyed table
+``read_table(…, source=<source key>, as_of_lsn=<the moment's LSN>)`` must equal the moment's
+rows in the same way (same value normalization, same known-bug and IBM rules), over the
+columns the table had at that moment only: ``accounts`` gains and loses columns, and the
+history may hold columns the table did not have then (added later, or dropped before and
+seen by an earlier batch); those are not compared. A compared column the history does not
+have reads as NULL (a mismatch). Values of a column dropped since the moment may differ in
+their text (the known bug ``dropped-column-values-by-newest-layout``: normalize types a
+message with its table's newest layout, see :data:`KNOWN_BUGS`). A moment whose
+table was empty and whose history starts after it (refused with ``AsOfError`` "covers …
+to …") is noted, not a mismatch; any other refusal or failed read is one. A history
+mismatch is reported as format ``<format> history``, with the moment's label, LSN and time
+into the workload. IBM delimited has no TRUNCATE
 (capture/formats/ibm/encode.py): for a table truncated during the run, IBM's state must hold
 every source row unchanged (rows the TRUNCATE removed may remain). Debezium's tables must
 equal the source like the others: a key change of a row whose TOASTed values did not change
@@ -60,12 +95,14 @@ unconstrained ``numeric`` (``VariableScaleDecimal``) drops trailing zeros (``1.5
 and is compared as text. Table topics are created with ``--partitions`` partitions
 (default 3), so key changes move rows across partitions.
 
-Prints the seed, the numbers and, on a mismatch, the format, database, table and the first
-differing row (expected vs got); exits 1 on a mismatch, 2 when the run itself failed (a
-daemon died, a writer failed, a timeout).
+Prints the seed, the numbers (the moments recorded and checked per database too) and, on
+a mismatch, the format, database, table and the first differing row (expected vs got);
+exits 1 on a mismatch, 2 when the run itself failed (a daemon died, a writer failed, a
+timeout).
 
 Usage: eval "$(scripts/local-services start all)"
        .venv/bin/python bench/soak.py [--minutes 3] [--seed N] [--formats json,canal,...]
+           [--moments 3] [--history-format canal|none|...]
 """
 
 from __future__ import annotations
@@ -84,7 +121,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -106,6 +143,10 @@ REPO = Path(__file__).resolve().parent.parent
 SCHEMA = "soak"
 ALL_FORMATS = ("json", "canal", "shareplex", "dataworks", "qlik", "ibm", "dts-avro", "debezium")
 VENDOR_FORMATS = ALL_FORMATS[1:]
+HISTORY_FORMATS = tuple(f for f in VENDOR_FORMATS if f != "debezium")
+"""Formats ``--history-format`` may name: their changes carry walcast's commit LSN (the
+``walcast.commit_lsn`` header). Debezium's is not verified with a history here."""
+DEFAULT_HISTORY_FORMAT = "canal"
 FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {"debezium": ("debezium.skipped_operations=none",)}
 """Format settings the daemons run with (Debezium skips TRUNCATE by default)."""
 KEYS: dict[str, tuple[str, ...] | None] = {
@@ -392,8 +433,11 @@ class Writer:
                 next_at = time.monotonic()
                 while not self._stop.is_set():
                     if self._pause.is_set():
-                        self._idle.set()
                         while self._pause.is_set() and not self._stop.is_set():
+                            # set on every turn: a pause() right after a resume() (a moment
+                            # due just after a fault) clears it before this loop has seen
+                            # the resume, and would otherwise wait for it forever
+                            self._idle.set()
                             time.sleep(0.05)
                         next_at = time.monotonic()
                         continue
@@ -692,6 +736,11 @@ class Options:
     """Known bugs (:data:`KNOWN_BUGS`) fail the run too."""
     check_formats: tuple[str, ...] | None = None
     """The formats to check (default: all of ``formats``; the daemons write ``formats``)."""
+    moments: int = 3
+    """Moments recorded per database for the history check (0: no history check)."""
+    history_format: str | None = DEFAULT_HISTORY_FORMAT
+    """The vendor format materialized with a history and read as of each moment (None: no
+    history check; nor when it is not among the checked formats)."""
     log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
 
 
@@ -718,6 +767,8 @@ class Database:
         self.daemon: RunningDaemon | None = None
         self.runs = 0
         self.source_key = ""
+        self.moments: list[Moment] = []
+        """Recorded during the workload (:func:`record_moment`), checked against a history."""
 
     def create(self, admin_dsn: str) -> dict[str, int]:
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
@@ -752,6 +803,15 @@ class Database:
             env={"WALCAST__DAEMON__SNAPSHOT_TOPIC": self.prefix + ".snapshots"},
         )
         return self.daemon
+
+    def session_started(self) -> bool:
+        """Whether the current daemon's run logged ``session_started`` (it streams)."""
+        daemon = self.daemon
+        return (
+            daemon is not None
+            and daemon.process.poll() is None
+            and '"event": "session_started"' in daemon.log()
+        )
 
     def check_alive(self) -> None:
         daemon = self.daemon
@@ -883,9 +943,21 @@ def loads_unfinished(bootstrap: str, topic: str, source: str) -> list[str]:
     Read from walcast's load progress topic (compacted, keyed ``<source>/<schema>.<table>``,
     generation records keyed ``<source>``), newest record per key.
     """
+    progress = load_progress(bootstrap, topic, source)
+    if progress is None:
+        return ["(no progress topic yet)"]
+    _, states = progress
+    return [table for table, state in states.items() if state in ("pending", "loading")]
+
+
+def load_progress(
+    bootstrap: str, topic: str, source: str
+) -> tuple[str | None, dict[str, str]] | None:
+    """The source's current generation and the state of each table's load under it
+    (``schema.table`` → ``pending``, ``loading``, ``done``, ``dropped``); None: no topic."""
     names = k.topics(bootstrap, topic)
     if topic not in names:
-        return ["(no progress topic yet)"]
+        return None
     records = sorted(k.read_all(bootstrap, [topic]), key=lambda r: (r.partition, r.offset))
     generation: str | None = None
     latest: dict[bytes, dict[str, Any]] = {}
@@ -898,11 +970,21 @@ def loads_unfinished(bootstrap: str, topic: str, source: str) -> list[str]:
                 generation = value.get("id")
         elif record.key.decode().startswith(source + "/"):
             latest[record.key] = value
-    return [
-        str(v.get("table"))
+    states = {
+        str(v.get("table")): str(v.get("state"))
         for v in latest.values()
-        if v.get("generation") == generation and v.get("state") in ("pending", "loading")
-    ]
+        if v.get("generation") == generation
+    }
+    return generation, states
+
+
+def initial_loads_done(bootstrap: str, topic: str, source: str) -> bool:
+    """Whether the source has a generation and every table's load under it is done."""
+    progress = load_progress(bootstrap, topic, source)
+    if progress is None or progress[0] is None:
+        return False
+    states = progress[1]
+    return all(states.get(f"{SCHEMA}.{table}") == "done" for table in TABLES)
 
 
 # -- the expected tables -------------------------------------------------------------------
@@ -921,21 +1003,82 @@ def source_table(dsn: str, table: str) -> SourceTable:
     """``SELECT *`` as PostgreSQL's output functions print it (libpq text results)."""
     with psycopg.connect(dsn) as conn:
         conn.execute(SESSION)
-        result = conn.pgconn.exec_(f"SELECT * FROM {SCHEMA}.{table}".encode())
-        columns = [result.fname(i).decode() for i in range(result.nfields)]
-        floats = {i for i in range(result.nfields) if result.ftype(i) in FLOAT_OIDS}
-        numerics = {
-            i for i in range(result.nfields)
-            if result.ftype(i) == NUMERIC_OID and result.fmod(i) == -1
-        }  # fmt: skip
-        rows = [
-            tuple(
-                None if (v := result.get_value(r, c)) is None else v.decode()
-                for c in range(result.nfields)
-            )
-            for r in range(result.ntuples)
-        ]
+        return select_all(conn, table)
+
+
+def select_all(conn: psycopg.Connection[Any], table: str) -> SourceTable:
+    """``SELECT *`` of ``table`` on ``conn`` (its session already set with :data:`SESSION`)."""
+    result = conn.pgconn.exec_(f"SELECT * FROM {SCHEMA}.{table}".encode())
+    if result.status != psycopg.pq.ExecStatus.TUPLES_OK:
+        raise SoakError(f"SELECT * FROM {SCHEMA}.{table}: {result.error_message.decode()}")
+    columns = [result.fname(i).decode() for i in range(result.nfields)]
+    floats = {i for i in range(result.nfields) if result.ftype(i) in FLOAT_OIDS}
+    numerics = {
+        i for i in range(result.nfields)
+        if result.ftype(i) == NUMERIC_OID and result.fmod(i) == -1
+    }  # fmt: skip
+    rows = [
+        tuple(
+            None if (v := result.get_value(r, c)) is None else v.decode()
+            for c in range(result.nfields)
+        )
+        for r in range(result.ntuples)
+    ]
     return SourceTable(columns, floats, rows, numerics)
+
+
+@dataclass
+class Moment:
+    """The keyed tables of one database at one point of the workload, for the history check.
+
+    Taken with the database's writer paused: ``SELECT *`` of each table with a primary key
+    (with its columns of then), then ``pg_current_wal_lsn()``, in one session with
+    ``synchronous_commit = on`` (so the position is after every commit the rows show; the
+    writer commits with it on too). A history read as of ``lsn`` must give ``tables``.
+    """
+
+    label: str
+    """``a1``, ``a2`` … (the database's label and the moment's number)."""
+    elapsed: float
+    """Seconds into the workload."""
+    lsn: str
+    """``pg_current_wal_lsn()`` (``X/Y``)."""
+    tables: dict[str, SourceTable]
+
+    def describe(self) -> str:
+        return f"as of moment {self.label} (LSN {self.lsn}, {self.elapsed:.0f} s into the workload)"
+
+
+HISTORY_TABLES = tuple(t for t in TABLES if KEYS[t])
+"""The tables that have a history (a primary key; ``bag`` has none)."""
+
+
+def current_columns(db: Database, table: str) -> list[str]:
+    """The columns ``table`` of ``db`` has now (after the workload)."""
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+            "AND NOT attisdropped ORDER BY attnum",
+            (f"{SCHEMA}.{table}",),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def record_moment(db: Database, elapsed: float) -> Moment:
+    """A :class:`Moment` of ``db``: its writer paused meanwhile (between two transactions)."""
+    db.writer.pause()
+    try:
+        with psycopg.connect(db.dsn, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = on")
+            conn.execute(SESSION)
+            tables = {table: select_all(conn, table) for table in HISTORY_TABLES}
+            row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    finally:
+        db.writer.resume()
+    assert row is not None
+    moment = Moment(f"{db.label}{len(db.moments) + 1}", elapsed, str(row[0]), tables)
+    db.moments.append(moment)
+    return moment
 
 
 def comparable(
@@ -1035,20 +1178,37 @@ def compare(
     return Diff(cols, header, pairs, key)
 
 
-KNOWN_BUGS: dict[str, str] = {}
+KNOWN_BUGS: dict[str, str] = {
+    "dropped-column-values-by-newest-layout": (
+        "normalize types each message with its table's newest layout "
+        "(pipeline/formats/base.py join_layout: latest_layouts), so a column dropped at the "
+        "source since has no type there and keeps the vendor's rendering (canal: a "
+        "timestamptz without its zone, '2010-10-26 09:05:07.834958' for "
+        "'2010-10-26 09:05:07.834958+00'); the history then holds that text for the "
+        "versions from before the DROP COLUMN (issue 32: schema changes beyond ADD COLUMN)"
+    ),
+}
 """Walcast bugs this soak found and reports as such (not fixed here): a mismatch that
 fits one (see :func:`known_bug`) is listed as ``KNOWN BUG <name>``; ``strict`` counts them
 as mismatches (exit 1), else they are reported but do not fail the run."""
-# Fixed: "ibm-second-unchanged-toast" (IBM flagged only the first unchanged TOAST column of a
-# row change) and "ibm-layout-by-field-count" (normalize chose an IBM record's layout by its
-# field count): see capture/formats/ibm/encode.py and pipeline/formats/ibm/decode.py.
+# Fixed: "history-loses-dropped-columns" (a batch spanning a DROP COLUMN left the column out
+# of the history: pipeline/materialize.py with_retired), "ibm-second-unchanged-toast" (IBM
+# flagged only the first unchanged TOAST column of a row change) and
+# "ibm-layout-by-field-count" (normalize chose an IBM record's layout by its field count):
+# see capture/formats/ibm/encode.py and pipeline/formats/ibm/decode.py.
 
 TOAST_COLUMNS = {"docs": ("body", "blob")}
 
 
-def known_bug(fmt: str, table: str, diff: Diff, writer: WriterStats) -> list[str | None]:
-    """For each differing row of ``diff``, the :data:`KNOWN_BUGS` entry it fits (or None)."""
-    if fmt != "ibm" or diff.key is None:
+def known_bug(
+    fmt: str, table: str, diff: Diff, writer: WriterStats, *, dropped: Collection[str] = ()
+) -> list[str | None]:
+    """For each differing row of ``diff``, the :data:`KNOWN_BUGS` entry it fits (or None).
+
+    ``dropped``: the compared columns the source table no longer has (a history read as of
+    a moment before their DROP COLUMN). Names not in :data:`KNOWN_BUGS` (fixed) are None.
+    """
+    if (fmt != "ibm" and not dropped) or diff.key is None:
         return [None] * len(diff.pairs)
     cols = diff.columns
     toast = TOAST_COLUMNS.get(table, ())
@@ -1057,6 +1217,10 @@ def known_bug(fmt: str, table: str, diff: Diff, writer: WriterStats) -> list[str
         if want is None or len(got) != 1:
             return None
         lost = [c for c, w, g in zip(cols, want, got[0], strict=True) if w != g]
+        if lost and all(c in dropped for c in lost):
+            return "dropped-column-values-by-newest-layout"
+        if fmt != "ibm":
+            return None
         if lost and all(
             c in toast and g is None for c, g in zip(cols, got[0], strict=True) if c in lost
         ):
@@ -1065,7 +1229,8 @@ def known_bug(fmt: str, table: str, diff: Diff, writer: WriterStats) -> list[str
             return "ibm-layout-by-field-count"
         return None
 
-    return [fits(want, got) for _, want, got in diff.pairs]
+    bugs = [fits(want, got) for _, want, got in diff.pairs]
+    return [bug if bug in KNOWN_BUGS else None for bug in bugs]
 
 
 def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -1112,6 +1277,14 @@ class Report:
     writers: dict[str, WriterStats] = field(default_factory=dict)
     faults: FaultStats = field(default_factory=FaultStats)
     formats: dict[str, FormatResult] = field(default_factory=dict)
+    history_format: str | None = None
+    """The format whose history was checked as of the moments (None: no history check)."""
+    moments: dict[str, int] = field(default_factory=dict)
+    """Moments recorded per database."""
+    history: FormatResult | None = None
+    """The history check's numbers (None: it did not run)."""
+    moments_checked: dict[str, int] = field(default_factory=dict)
+    """Moments whose tables were all read back from the history, per database."""
     mismatches: list[Mismatch] = field(default_factory=list)
     error: str | None = None
     kept: str | None = None
@@ -1124,6 +1297,32 @@ class Report:
     @property
     def exit_code(self) -> int:
         return 2 if self.error else 1 if self.failures else 0
+
+    def _history_lines(self) -> list[str]:
+        fmt = self.history_format
+        if fmt is None:
+            return []
+        label = f"{fmt} history"
+        recorded = ", ".join(f"{n} of {db}" for db, n in self.moments.items()) or "none"
+        r = self.history
+        if r is None:
+            return [f"  {label}: moments recorded: {recorded}; not checked"]
+        checked = ", ".join(f"{n} of {db}" for db, n in self.moments_checked.items()) or "none"
+        bad = [m for m in self.mismatches if m.format == label]
+        known = [m for m in bad if m.known]
+        state = (
+            "equal" if not bad else
+            f"{len(bad) - len(known)} MISMATCHES, {len(known)} known bugs" if known else
+            f"{len(bad)} MISMATCHES"
+        )  # fmt: skip
+        weak = f"; weaker check of {', '.join(sorted(set(r.weak)))}" if r.weak else ""
+        lines = [
+            (f"  {label}: moments checked: {checked} (recorded: {recorded}); {r.tables} "
+             f"tables read as of them, {r.rows:,} rows compared: {state}{weak} "
+             f"({r.seconds:.0f} s)")
+        ]  # fmt: skip
+        lines.extend(f"      {n}" for n in r.notes)
+        return lines
 
     def text(self) -> str:
         lines = [
@@ -1161,6 +1360,7 @@ class Report:
                 f"({r.seconds:.0f} s)"
             )
             lines.extend(f"      {n}" for n in r.notes)
+        lines.extend(self._history_lines())
         lines.extend(f"  {m}" for m in self.mismatches)
         names = sorted({n for m in self.mismatches if m.known for n in m.known.split(", ")})
         lines.extend(f"  known bug {name}: {KNOWN_BUGS[name]}" for name in names)
@@ -1219,6 +1419,14 @@ def build_spark() -> Any:
     )
 
 
+def history_format(options: Options) -> str | None:
+    """The format whose history is checked: ``options.history_format`` when it is checked
+    and moments are asked for, else None."""
+    fmt = options.history_format
+    checked = options.check_formats or options.formats
+    return fmt if fmt in checked and fmt in HISTORY_FORMATS and options.moments > 0 else None
+
+
 def run_soak(options: Options, spark: Any = None) -> Report:
     """The whole soak; ``spark``: a session to use (else one is built for the check)."""
     report = Report(options.seed, strict=options.strict)
@@ -1246,7 +1454,12 @@ def run_soak(options: Options, spark: Any = None) -> Report:
             db.writer.start()  # the load runs while the tables change
             db.start()
             db.source_key = source_identity(db.dsn, db.slot).key
-        _workload(options, databases, faults, report)
+        history = history_format(options)
+        report.history_format = history
+        _workload(options, databases, faults, report, prefix + ".snapshots",
+                  moments=history is not None)  # fmt: skip
+        report.moments = {db.label: len(db.moments) for db in databases}
+        _sentinels(databases)
         _finish(options, databases, prefix)
         spark_started = time.monotonic()
         _check_json(options, databases, prefix, report)
@@ -1290,12 +1503,62 @@ def run_soak(options: Options, spark: Any = None) -> Report:
     return report
 
 
-def _workload(options: Options, databases: list[Database], faults: Faults, report: Report) -> None:
+class MomentPlan:
+    """When one database's moments are taken (the module docstring: "Moments").
+
+    Not before every table's initial load is done (the current generation's, read from the
+    load progress topic every 2 s until then); then ``count`` moments spread over what is
+    left of the workload but its last ``margin`` seconds, one at a seeded point of each
+    ``count``-th of that window. A moment that is due waits until the database's daemon
+    streams (its current run logged ``session_started``, e.g. after a ``kill -9``).
+    Moments and faults run in the same loop (:func:`_workload`), one at a time, so no
+    moment is taken while a fault is in progress.
+    """
+
+    def __init__(self, options: Options, db: Database, begin: float, end: float) -> None:
+        rng = random.Random(f"{options.seed}/moments/{db.label}")
+        count = options.moments
+        self.fractions = [(i + rng.uniform(0.05, 0.95)) / count for i in range(count)]
+        self.begin, self.end = begin, end
+        self.margin = min(max(0.1 * (end - begin), 3.0), 20.0)
+        self.due: list[float] | None = None
+        """When each remaining moment is due (None: the initial loads are not done yet)."""
+        self.loaded_at: float | None = None
+        self._next_check = begin
+
+    def step(self, options: Options, db: Database, now: float, progress_topic: str) -> None:
+        if self.due is None:
+            if now < self._next_check:
+                return
+            self._next_check = now + 2
+            if not initial_loads_done(options.bootstrap, progress_topic, db.source_key):
+                return
+            self.loaded_at = now
+            stop = max(self.end - self.margin, now)
+            self.due = [now + f * (stop - now) for f in self.fractions]
+            options.log(f"  {now - self.begin:6.1f} s  {db.label}: every initial load done; "
+                        f"moments due at " + ", ".join(f"{t - self.begin:.0f}" for t in self.due)
+                        + " s")  # fmt: skip
+        if self.due and now >= self.due[0] and db.session_started():
+            self.due.pop(0)
+            moment = record_moment(db, now - self.begin)
+            sizes = ", ".join(f"{t} {len(st.rows):,}" for t, st in moment.tables.items())
+            options.log(f"  {moment.elapsed:6.1f} s  {db.label}: moment {moment.label} at LSN "
+                        f"{moment.lsn} ({sizes} rows; accounts columns "
+                        f"{len(moment.tables['accounts'].columns)})")  # fmt: skip
+
+
+def _workload(
+    options: Options, databases: list[Database], faults: Faults, report: Report,
+    progress_topic: str = "", *, moments: bool = False,
+) -> None:  # fmt: skip
+    """The writers and the faults for ``options.minutes``; with ``moments``, the moments too."""
     log = options.log
     begin = time.monotonic()
     end = begin + options.minutes * 60
     next_fault = begin + faults.next_delay()
     next_line = begin + 15
+    plans = [MomentPlan(options, db, begin, end) for db in databases] if moments else []
     while (now := time.monotonic()) < end:
         for db in databases:
             db.writer.check()
@@ -1303,6 +1566,8 @@ def _workload(options: Options, databases: list[Database], faults: Faults, repor
         if now >= next_fault:
             faults.run_one(now - begin)
             next_fault = time.monotonic() + faults.next_delay()
+        for plan, db in zip(plans, databases, strict=False):
+            plan.step(options, db, time.monotonic(), progress_topic)
         if now >= next_line:
             next_line = now + 30
             parts = []
@@ -1317,6 +1582,38 @@ def _workload(options: Options, databases: list[Database], faults: Faults, repor
         db.writer.stop()
         db.writer.check()
     report.workload_seconds = time.monotonic() - begin
+    for plan, db in zip(plans, databases, strict=False):
+        if plan.loaded_at is None:
+            log(f"  {db.label}: the initial loads were not done before the workload ended: "
+                "no moments")  # fmt: skip
+        elif plan.due:
+            log(f"  {db.label}: {len(plan.due)} moments not taken (their daemon was not "
+                "streaming when they were due)")  # fmt: skip
+
+
+SENTINELS: dict[str, tuple[str, str]] = {
+    "accounts": ("(id, name) VALUES (%s, 'sentinel')", "id = %s"),
+    "pairs": ("(a, b) VALUES (%s, 'sentinel')", "a = %s AND b = 'sentinel'"),
+    "docs": ("(id) VALUES (%s)", "id = %s"),
+    "parted": ("(id, region) VALUES (%s, 0)", "id = %s AND region = 0"),
+}
+"""Per keyed table, a row with a fresh key (insert, where the row is deleted)."""
+
+
+def _sentinels(databases: list[Database]) -> None:
+    """After the last moment, each keyed table gets a row (one transaction) and loses it
+    (another): its history then reaches past every moment (an as-of read after a table's
+    last change is refused), and no table's final rows change."""
+    for db in databases:
+        if not db.moments:
+            continue
+        with psycopg.connect(db.dsn, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = on")
+            for table, (insert, where) in SENTINELS.items():
+                key = db.writer.next_id[table]  # a fresh key (the writer has stopped)
+                db.writer.next_id[table] += 1
+                conn.execute(f"INSERT INTO {SCHEMA}.{table} {insert}", (key,))
+                conn.execute(f"DELETE FROM {SCHEMA}.{table} WHERE {where}", (key,))
 
 
 def _finish(options: Options, databases: list[Database], prefix: str) -> None:
@@ -1377,21 +1674,28 @@ def _check_json(options: Options, databases: list[Database], prefix: str, report
 def _record(
     report: Report, result: FormatResult, fmt: str, db: Database, table: str,
     expected: SourceTable, got: list[tuple[Any, ...]], *, superset: bool = False,
+    moment: Moment | None = None, dropped: Collection[str] = (),
 ) -> None:  # fmt: skip
+    """Compare and count; a difference becomes a :class:`Mismatch` (with ``moment``: one of
+    ``fmt``'s history read as of that moment, reported as format ``<fmt> history``;
+    ``dropped``: the columns the source no longer has, see :func:`known_bug`)."""
     log = db.options.log
     result.tables += 1
     result.rows += len(expected.rows)
     diff = compare(expected, got, KEYS[table], superset=superset, numbers=fmt == "debezium")
     if diff is not None:
-        bugs = known_bug(fmt, table, diff, db.writer.stats)
+        bugs = known_bug(fmt, table, diff, db.writer.stats, dropped=dropped)
         unknown = [i for i, bug in enumerate(bugs) if bug is None]
         kinds = sorted({bug for bug in bugs if bug is not None})
         detail = diff.text(unknown[0] if unknown else 0)
         if kinds and unknown:  # show a row no known bug explains
             detail += (f"\n    ({len(bugs) - len(unknown)} other differing rows fit known bugs "
                        f"{', '.join(kinds)})")  # fmt: skip
+        if moment is not None:
+            detail = f"{moment.describe()}: {detail}"
         mismatch = Mismatch(
-            fmt, f"{db.label} ({db.name}, source {db.source_key})", table, detail,
+            fmt if moment is None else f"{fmt} history",
+            f"{db.label} ({db.name}, source {db.source_key})", table, detail,
             None if unknown else ", ".join(kinds),
         )  # fmt: skip
         report.mismatches.append(mismatch)
@@ -1423,11 +1727,13 @@ def _check_format(
         query_name=f"soak-normalize-{fmt}",
     )  # fmt: skip
     normalize.run(spark)
+    history = fmt == report.history_format
     materialize = MaterializeJob(
         normalized=str(base / "changes"), state=str(base / "state"),
         checkpoint=str(base / "materialize-ckpt"), bootstrap=options.bootstrap,
         layout_topic=prefix + ".schemas", typed=False, available_now=True, report=job_line,
-        use_delta=options.delta, query_name=f"soak-materialize-{fmt}",
+        use_delta=True if history else options.delta, history=history,
+        query_name=f"soak-materialize-{fmt}",
     )  # fmt: skip
     materialize.run(spark)
     reasons = ", ".join(f"{n:,} {r}" for r, n in sorted(normalize.totals.reasons.items()))
@@ -1462,10 +1768,84 @@ def _check_format(
             if superset:
                 result.weak.append(f"{db.label}.{table} (TRUNCATE not carried)")
             _record(report, result, fmt, db, table, expected, got, superset=superset)
+    if history:
+        result.notes.append(f"materialized into Delta Lake with a history ({fmt} history below)")
     result.seconds = time.monotonic() - started
     options.log(f"  {fmt}: {result.tables} tables, {result.rows:,} rows compared, "
                 f"{len([m for m in report.mismatches if m.format == fmt])} mismatches "
                 f"({result.seconds:.0f} s)")  # fmt: skip
+    if history:
+        _check_history(spark, fmt, str(base / "state"), databases, report)
+
+
+def _check_history(
+    spark: Any, fmt: str, root: str, databases: list[Database], report: Report
+) -> None:
+    """Each moment's tables against ``fmt``'s history read as of the moment's LSN, over the
+    columns the table had then (the history may hold more: columns added or dropped later)."""
+    from pipeline.errors import AsOfError  # noqa: PLC0415
+    from pipeline.lineage import LINEAGE_NAMES  # noqa: PLC0415
+    from pipeline.materialize import read_table  # noqa: PLC0415
+
+    started = time.monotonic()
+    result = report.history = FormatResult()
+    label = f"{fmt} history"
+    ignored: dict[str, set[str]] = {}
+    for db in databases:
+        truncated = db.writer.stats.truncated_tables
+        report.moments_checked[db.label] = 0
+        for moment in db.moments:
+            for table, expected in moment.tables.items():
+                try:
+                    frame = read_table(spark, root, SCHEMA, table, source=db.source_key,
+                                       as_of_lsn=moment.lsn)  # fmt: skip
+                    names = set(frame.columns)
+                    got = [
+                        tuple(row[c] if c in names else None for c in expected.columns)
+                        for row in frame.collect()
+                    ]
+                except Exception as exc:  # noqa: BLE001 - a read that fails is a finding
+                    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+                    if isinstance(exc, AsOfError) and not expected.rows:
+                        # empty then, and no version opened before: the history starts later
+                        result.notes.append(f"{db.label} {table} {moment.describe()}: empty "
+                                            f"then; the history refused: {first}")  # fmt: skip
+                        continue
+                    result.tables += 1
+                    mismatch = Mismatch(
+                        label, f"{db.label} ({db.name}, source {db.source_key})", table,
+                        f"{moment.describe()}: the read failed: {type(exc).__name__}: {first}",
+                    )  # fmt: skip
+                    report.mismatches.append(mismatch)
+                    db.options.log(f"  {mismatch}")
+                    continue
+                if absent := [c for c in expected.columns if c not in names]:
+                    result.notes.append(f"{db.label} {table} {moment.describe()}: columns not "
+                                        f"in the history (read as NULL): {absent}")  # fmt: skip
+                # columns added after the moment or dropped before it
+                ignored.setdefault(f"{db.label} {table}", set()).update(
+                    names - set(expected.columns) - set(LINEAGE_NAMES)
+                )
+                superset = fmt == "ibm" and table in truncated
+                if superset:
+                    result.weak.append(f"{db.label}.{table} (TRUNCATE not carried)")
+                dropped = [c for c in expected.columns if c not in current_columns(db, table)]
+                _record(report, result, fmt, db, table, expected, got, superset=superset,
+                        moment=moment, dropped=dropped)  # fmt: skip
+            report.moments_checked[db.label] += 1
+    result.notes.extend(
+        f"{where}: history columns not in the table at some moments (not compared there): "
+        f"{sorted(columns)}"
+        for where, columns in ignored.items()
+        if columns
+    )
+    result.seconds = time.monotonic() - started
+    db_counts = ", ".join(f"{n} of {db}" for db, n in report.moments_checked.items())
+    databases[0].options.log(
+        f"  {label}: moments {db_counts}, {result.tables} tables, {result.rows:,} rows "
+        f"compared, {len([m for m in report.mismatches if m.format == label])} mismatches "
+        f"({result.seconds:.0f} s)"
+    )
 
 
 def _cleanup(options: Options, databases: list[Database], prefix: str) -> None:
@@ -1516,6 +1896,21 @@ def parse_args(argv: Sequence[str] | None = None) -> Options | str:
         help="comma-separated formats to check (default: --formats; the daemons write --formats)",
     )
     parser.add_argument(
+        "--moments",
+        type=int,
+        default=3,
+        metavar="N",
+        help="moments recorded per database for the history check (default 3; 0: none)",
+    )
+    parser.add_argument(
+        "--history-format",
+        default=None,
+        metavar="FORMAT",
+        help=f"the vendor format materialized with a history and read as of each moment "
+        f"(one of {', '.join(HISTORY_FORMATS)}, or none; default {DEFAULT_HISTORY_FORMAT} "
+        "when it is checked, else the first checked of those)",
+    )
+    parser.add_argument(
         "--tolerate-known-bugs",
         action="store_true",
         help="known walcast bugs (KNOWN_BUGS) are reported but do not fail the run",
@@ -1537,13 +1932,34 @@ def parse_args(argv: Sequence[str] | None = None) -> Options | str:
     )
     if checked and set(checked) - set(formats):
         parser.error(f"--check-formats: {sorted(set(checked) - set(formats))} not written")
+    if args.moments < 0:
+        parser.error(f"--moments: {args.moments} is negative")
+    history = _history_format(parser, args.history_format, checked or formats)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     return Options(
         dsn=args.dsn, bootstrap=args.bootstrap_servers, seed=seed, minutes=args.minutes,
         formats=formats, check_formats=checked, rate=args.rate, fault_every=args.fault_every,
         partitions=args.partitions, scale=args.scale, workdir=args.workdir, keep=args.keep,
-        strict=not args.tolerate_known_bugs, verbose=args.verbose,
+        strict=not args.tolerate_known_bugs, verbose=args.verbose, moments=args.moments,
+        history_format=history,
     )  # fmt: skip
+
+
+def _history_format(
+    parser: argparse.ArgumentParser, value: str | None, checked: tuple[str, ...]
+) -> str | None:
+    """``--history-format``: a checked format of :data:`HISTORY_FORMATS`, or None (none)."""
+    if value is None:
+        return next((f for f in (DEFAULT_HISTORY_FORMAT, *HISTORY_FORMATS) if f in checked), None)
+    value = value.strip()
+    if value == "none":
+        return None
+    if value not in HISTORY_FORMATS:
+        parser.error(f"--history-format: {value!r} is not one of {', '.join(HISTORY_FORMATS)} "
+                     "(or none); debezium's history is not verified here")  # fmt: skip
+    if value not in checked:
+        parser.error(f"--history-format: {value} is not checked (--check-formats/--formats)")
+    return value
 
 
 def _formats(parser: argparse.ArgumentParser, flag: str, value: str) -> tuple[str, ...]:
