@@ -164,7 +164,7 @@ line (exit 2)."""
 
 MAINTAIN_EXAMPLES: Final = (
     "walcast spark maintain --tables /data/tables",
-    "walcast spark maintain --tables /data/tables --table shop.orders --retain-hours 24",
+    "walcast spark maintain --tables /data/tables --table shop.orders \\\n    --retain-hours 24",
 )
 
 
