@@ -76,11 +76,11 @@ from capture.errors import WalcastError
 from pipeline.lineage import COMMIT_LSN, COMMIT_TIME, LINEAGE_COLUMNS, LINEAGE_NAMES, OP
 from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text
+from pipeline.tables import HISTORY_DIR
 
 if TYPE_CHECKING:
     from pipeline.tables import TableSpec
 
-HISTORY_DIR = "_walcast_history"
 VALID_FROM_LSN = "_walcast_valid_from_lsn"
 VALID_TO_LSN = "_walcast_valid_to_lsn"
 VALID_FROM_TIME = "_walcast_valid_from_time"

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 CURRENT = "_CURRENT"
+HISTORY_DIR = "_walcast_history"
+"""A state table's history lives in this sibling directory (:mod:`pipeline.history`)."""
 ICEBERG_HINT = "metadata/version-hint.text"
 """An Iceberg table of a Hadoop catalog has it (:mod:`pipeline.iceberg_store`)."""
 

@@ -140,7 +140,7 @@ FILE_SECONDS = {
     "test_materialize.py": 140,
     "test_debezium_spark.py": 130,
     "test_history_end_to_end.py": 170,  # 125 before its kills and reload (estimate)
-    "test_maintain.py": 150,  # new on 2026-12-03 (estimate)
+    "test_maintain.py": 260,  # new on 2026-12-03
     "test_cli.py": 93,
     "test_debezium.py": 93,
     "test_spark_submit.py": 72,
