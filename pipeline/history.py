@@ -36,10 +36,11 @@ Invariants (and the decisions where the issue left a choice):
   started after the row was written), the row opens no version: its unsent values are
   unknown (the state table's "no partial rows" rule, :mod:`pipeline.stores`).
 * **Dropped columns.** A batch spanning an ``ALTER TABLE … DROP COLUMN`` keeps the column
-  for the changes from before it (:func:`pipeline.materialize.with_retired`: a *retired*
-  column, never required of a change), so versions opened before the DROP hold its
-  value; versions opened after it carry the last value forward (the state table's rule)
-  and an as-of read after the DROP shows the column a reader should ignore.
+  in the history for the changes from before it (:func:`pipeline.materialize.with_retired`:
+  a *retired* column, never required of a change), so versions opened before the DROP
+  hold its value; versions opened after it by an update carry the last value forward, by
+  an insert have none, and an as-of read after the DROP shows a column the source no
+  longer has (a reader ignores it, as the soak does).
 * **Key changes** close the old key's version at the change's transaction and open the
   new key's there, as a delete and an insert would. **Deletes** close the version (no row
   stands for the delete itself). **TRUNCATE** closes every version open at that point.

@@ -193,15 +193,20 @@ def apply_batch(
         )
         layout = by_table.get((source, schema, table))
         spec = (
-            with_retired(
-                spec_from_layout(layout, typed=typed),
-                sent[(source, schema, table)],
-                earlier[(source, schema, table)],
-                typed=typed,
-            )
+            spec_from_layout(layout, typed=typed)
             if layout is not None
             else spec_from_changes(part, schema, table, typed=typed)
         )
+        # the history keeps what the batch's changes from before a DROP COLUMN sent; the
+        # state table has the source's columns as the newest layout says
+        history_spec = (
+            with_retired(
+                spec, sent[(source, schema, table)], earlier[(source, schema, table)],
+                typed=typed,
+            )
+            if layout is not None
+            else spec
+        )  # fmt: skip
         path = table_path(state_root, schema, table, source)
         label = _label(source, schema, table, several=several)
         if iceberg:
@@ -217,7 +222,7 @@ def apply_batch(
         else:
             apply_parquet(spark, path, spec, part, batch_id, order)
         kept = history and apply_history(
-            spark, path, spec, part, batch_id, f"{app_id}:{path}", order, history_columns,
+            spark, path, history_spec, part, batch_id, f"{app_id}:{path}", order, history_columns,
             label=label,
         )  # fmt: skip
         if history and not kept and without_history is not None:
@@ -234,7 +239,8 @@ def with_retired(
     Those were dropped (or renamed) at the source after the changes that sent them; they
     are typed as the older layouts had them (text when none did) and marked retired (never
     required of a change). Without them, a batch that spans the DROP would lose their
-    values: a history read as of a point before it would have no such column.
+    values: a history read as of a point before it would have no such column. The
+    history only: the state table keeps the newest layout's columns.
     """
     names = set(spec.names)
     gone = sorted({n for n in sent if n not in names and n not in LINEAGE_NAMES})

@@ -22,7 +22,10 @@ moment between the two normalize runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -127,7 +130,7 @@ def materialize_killed_after_first_batch(
                 "--output", state, "--checkpoint", str(checkpoint), "--delta", "--text",
                 "--history", "--max-files-per-trigger", "1", "--available-now",
             ],
-            stdout=out, stderr=out, cwd=sc.REPO,
+            stdout=out, stderr=out, cwd=sc.REPO, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + timeout
         try:
@@ -137,8 +140,15 @@ def materialize_killed_after_first_batch(
                 time.sleep(0.1)
             running = job.poll() is None
         finally:
-            job.kill()
+            # the process group: walcast and its Spark driver JVM (a JVM left running
+            # would go on writing the checkpoint beside the job restarted below)
+            os.killpg(job.pid, signal.SIGKILL)
             job.wait(timeout=60)
+            gone = time.monotonic() + 60
+            with contextlib.suppress(ProcessLookupError):  # raised once the group is empty
+                while time.monotonic() < gone:
+                    os.killpg(job.pid, 0)
+                    time.sleep(0.1)
     return running
 
 
