@@ -1308,13 +1308,7 @@ class Report:
         if r is None:
             return [f"  {label}: moments recorded: {recorded}; not checked"]
         checked = ", ".join(f"{n} of {db}" for db, n in self.moments_checked.items()) or "none"
-        bad = [m for m in self.mismatches if m.format == label]
-        known = [m for m in bad if m.known]
-        state = (
-            "equal" if not bad else
-            f"{len(bad) - len(known)} MISMATCHES, {len(known)} known bugs" if known else
-            f"{len(bad)} MISMATCHES"
-        )  # fmt: skip
+        state = self._state(label)
         weak = f"; weaker check of {', '.join(sorted(set(r.weak)))}" if r.weak else ""
         lines = [
             (f"  {label}: moments checked: {checked} (recorded: {recorded}); {r.tables} "
@@ -1323,6 +1317,16 @@ class Report:
         ]  # fmt: skip
         lines.extend(f"      {n}" for n in r.notes)
         return lines
+
+    def _state(self, fmt: str) -> str:
+        """``equal``, or how many mismatches (and known bugs) format ``fmt`` had."""
+        bad = [m for m in self.mismatches if m.format == fmt]
+        known = [m for m in bad if m.known]
+        return (
+            "equal" if not bad else
+            f"{len(bad) - len(known)} MISMATCHES, {len(known)} known bugs" if known else
+            f"{len(bad)} MISMATCHES"
+        )  # fmt: skip
 
     def text(self) -> str:
         lines = [
@@ -1347,13 +1351,7 @@ class Report:
             f"  faults: {f.kills} kill -9, {f.recreations} slot re-creations, {f.reloads} reloads"
         )
         for fmt, r in self.formats.items():
-            bad = [m for m in self.mismatches if m.format == fmt]
-            known = [m for m in bad if m.known]
-            state = (
-                "equal" if not bad else
-                f"{len(bad) - len(known)} MISMATCHES, {len(known)} known bugs" if known else
-                f"{len(bad)} MISMATCHES"
-            )  # fmt: skip
+            state = self._state(fmt)
             weak = f"; weaker check of {', '.join(r.weak)}" if r.weak else ""
             lines.append(
                 f"  {fmt:10} {r.tables} tables, {r.rows:,} rows compared: {state}{weak} "

@@ -414,12 +414,7 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_show_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``show``."""
-    parser.add_argument(
-        "--tables",
-        required=True,
-        metavar="DIR",
-        help="root directory of the tables: the --output of walcast spark materialize (required)",
-    )
+    _tables_argument(parser)
     parser.add_argument(
         "--table",
         required=True,
@@ -443,6 +438,21 @@ def add_show_arguments(parser: argparse.ArgumentParser) -> None:
         help="the table as of the last commit at or before this ISO 8601 time, UTC when "
         "no zone is given (default: now)",
     )
+    _session_arguments(parser, "spark.driver.memory=4g")
+
+
+def _tables_argument(parser: argparse.ArgumentParser) -> None:
+    """``--tables``: the root of materialize's tables (``show``, ``maintain``)."""
+    parser.add_argument(
+        "--tables",
+        required=True,
+        metavar="DIR",
+        help="root directory of the tables: the --output of walcast spark materialize (required)",
+    )
+
+
+def _session_arguments(parser: argparse.ArgumentParser, conf_example: str) -> None:
+    """``--master`` and ``--conf`` of a command that runs once (``show``, ``maintain``)."""
     parser.add_argument(
         "--master",
         default=None,
@@ -454,8 +464,31 @@ def add_show_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="Spark setting, e.g. spark.driver.memory=4g (repeatable; default: none)",
+        help=f"Spark setting, e.g. {conf_example} (repeatable; default: none)",
     )
+
+
+def _schema_table(name: str) -> tuple[str, str]:
+    """``--table SCHEMA.TABLE`` split in two (ConfigError, one line, when it is not)."""
+    schema, dot, table = name.partition(".")
+    if not dot or not schema or not table:
+        raise ConfigError(f"--table {name!r}: expected SCHEMA.TABLE, e.g. public.orders")
+    return schema, table
+
+
+def _check_tables_dir(tables: str) -> bool:
+    """Whether ``--tables`` is on another file system (``s3a://``…, left to Spark).
+
+    ConfigError (one line) when it is a local directory that does not exist.
+    """
+    local = tables.removeprefix("file://")
+    remote = "://" in local
+    if not remote and not Path(local).is_dir():
+        raise ConfigError(
+            f"--tables {tables}: no such directory",
+            hint="give the --output of walcast spark materialize",
+        )
+    return remote
 
 
 def session_from_args(
@@ -681,17 +714,10 @@ def run_show(args: argparse.Namespace) -> int:
     """Print a materialized table (now, or as of an LSN or a time) as JSON lines."""
     from pipeline.asof import parse_as_of_lsn, parse_as_of_time  # noqa: PLC0415
 
-    schema, dot, table = args.table.partition(".")
-    if not dot or not schema or not table:
-        raise ConfigError(f"--table {args.table!r}: expected SCHEMA.TABLE, e.g. public.orders")
+    schema, table = _schema_table(args.table)
     lsn = parse_as_of_lsn(args.as_of_lsn) if args.as_of_lsn is not None else None
     when = parse_as_of_time(args.as_of_time) if args.as_of_time is not None else None
-    local = args.tables.removeprefix("file://")
-    if "://" not in local and not Path(local).is_dir():
-        raise ConfigError(
-            f"--tables {args.tables}: no such directory",
-            hint="give the --output of walcast spark materialize",
-        )
+    _check_tables_dir(args.tables)
     quiet_python_loggers()
     spark = session_from_args(args, "walcast-show")
     from pipeline.show import print_table  # noqa: PLC0415
@@ -704,12 +730,7 @@ def add_maintain_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``maintain``."""
     from pipeline.maintain import DEFAULT_RETAIN_HOURS  # noqa: PLC0415
 
-    parser.add_argument(
-        "--tables",
-        required=True,
-        metavar="DIR",
-        help="root directory of the tables: the --output of walcast spark materialize (required)",
-    )
+    _tables_argument(parser)
     parser.add_argument(
         "--table",
         action="append",
@@ -737,19 +758,7 @@ def add_maintain_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not remove old versions' files (default: remove)",
     )
-    parser.add_argument(
-        "--master",
-        default=None,
-        metavar="URL",
-        help="Spark master (default local[2])",
-    )
-    parser.add_argument(
-        "--conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="Spark setting, e.g. spark.sql.catalog.walcast.uri=… (repeatable; default: none)",
-    )
+    _session_arguments(parser, "spark.sql.catalog.walcast.uri=…")
 
 
 def run_maintain(args: argparse.Namespace) -> int:
@@ -759,17 +768,10 @@ def run_maintain(args: argparse.Namespace) -> int:
 
     options = MaintainOptions(args.compact, args.expire, args.retain_hours)  # checks
     for name in args.table:
-        schema, dot, table = name.partition(".")
-        if not dot or not schema or not table:
-            raise ConfigError(f"--table {name!r}: expected SCHEMA.TABLE, e.g. public.orders")
-    local = args.tables.removeprefix("file://")
-    remote = "://" in local
-    if not remote and not Path(local).is_dir():
-        raise ConfigError(
-            f"--tables {args.tables}: no such directory",
-            hint="give the --output of walcast spark materialize",
-        )
+        _schema_table(name)
+    remote = _check_tables_dir(args.tables)
     # Iceberg's jars only when a table needs them (a remote root may hold any)
+    local = args.tables.removeprefix("file://")
     iceberg = remote or any(Path(local).glob(f"**/{ICEBERG_HINT}"))
     quiet_python_loggers()
     spark = session_from_args(args, "walcast-maintain", use_delta=True, iceberg=iceberg)
