@@ -134,16 +134,15 @@ test: test-prerequisites setup lint typecheck
 # other workers run the capture tests, which mostly wait. Tests that share a module fixture,
 # or the capture scenario's tables, stay on one worker (xdist_group). A worker that crashes
 # (a test past its timeout ends its process) ends the run in one line
-# (--max-worker-restart=0). The few tests that stop or restart the shared services are
-# marked `exclusive` and run alone afterwards, on this checkout's services. TEST_WORKERS=0
-# runs everything in one process on this checkout's services (62 min, 2026-12-03).
+# (--max-worker-restart=0). The few tests that stop or restart the services (marked
+# `exclusive`) run together on one worker, whose services no other worker uses (they ran
+# alone afterwards until 2026-12-03: 160 s more). TEST_WORKERS=0 runs everything in one
+# process on this checkout's services (62 min, 2026-12-03).
 TEST_WORKERS ?= 4
 test-integration: test-prerequisites setup
 	WALCAST_TEST_SERVICES_PER_WORKER=1 $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) \
 	    --dist loadgroup --no-loadscope-reorder --max-worker-restart=0 \
-	    -m "(integration or spark or slow) and not exclusive" && \
-	  eval "$$($(SERVICES) start all)" && \
-	  $(PYTHON) -m pytest -q --durations=5 -m "exclusive"
+	    -m "integration or spark or slow"
 
 # The capture core (tests marked `core`) once per PostgreSQL major, in one pytest session
 # (test ids [pg13] ...). 15 is Debian's; the others are fetched once from Maven Central and

@@ -132,33 +132,39 @@ running session and a capture test mostly waits (on a server, a timeout, a broke
 Spark sessions than this only make each slower on 2 cores, and each costs a JVM's start."""
 FILE_SECONDS = {
     # Spark
-    "test_end_to_end.py": 430,  # 685 before the test session's Spark settings of 2026-12-03
-    "test_parsers.py": 297,
-    "test_jobs.py": 221,
-    "test_history.py": 210,  # 171 before the DROP COLUMN and Delta-versions tests
-    "test_debezium_walcast.py": 164,
-    "test_materialize.py": 140,
-    "test_debezium_spark.py": 130,
-    "test_history_end_to_end.py": 170,  # 125 before its kills and reload (estimate)
-    "test_maintain.py": 260,  # new on 2026-12-03
+    "test_end_to_end.py": 1019,
+    "test_parsers.py": 414,
+    "test_history.py": 304,
+    "test_maintain.py": 300,  # 459 before maintain's VACUUM listed with 4 tasks per core
+    "test_history_end_to_end.py": 282,
+    "test_jobs.py": 238,
+    "test_soak.py": 139,
+    "test_debezium_walcast.py": 125,
+    "test_materialize.py": 121,
     "test_cli.py": 93,
-    "test_debezium.py": 93,
-    "test_spark_submit.py": 72,
+    "test_debezium_spark.py": 86,
+    "test_spark_submit.py": 75,
+    "test_debezium.py": 53,
     # the others
-    "test_start_timeouts.py": 145,
-    "test_soak.py": 135,
-    "test_demo.py": 98,
-    "test_network_faults.py": 97,
-    "test_secured_kafka.py": 89,
-    "test_exactly_once.py": 82,
-    "test_any_server.py": 69,
-    "test_bad_input.py": 61,
-    "test_frozen_network.py": 53,
-    "test_stopped_processes.py": 49,
-    "test_run_integration.py": 42,
+    "test_demo.py": 225,
+    "test_secured_kafka.py": 219,
+    "test_fuzz_pipeline.py": 191,
+    "test_start_timeouts.py": 159,
+    "test_any_server.py": 151,
+    "test_network_faults.py": 148,
+    "test_exactly_once.py": 132,
+    "test_run_integration.py": 126,
+    "test_bad_input.py": 119,
+    "test_load_integration.py": 80,
+    "test_debezium_compare.py": 68,
+    "test_stopped_processes.py": 67,
+    "test_frozen_network.py": 66,
+    "test_readme.py": 90,  # its own-table test: 79 s alone
+    "test_run_faults.py": 80,  # exclusive: 76 s alone
 }
-"""Seconds each of the longest test files took, one test at a time, in a run of the
-integration tier on 2026-12-03 (``--durations=0``); any other file counts
+"""Seconds each of the longest test files took in a run of the integration tier as
+``make test`` runs it (4 workers, Spark in 2 lanes, the two cores busy: about twice a file's
+time alone), ``--durations=0`` summed per file, 2026-12-03 (6ca9ba9); any other file counts
 :data:`OTHER_FILE_SECONDS`. Used only to order and balance the work under pytest-xdist
 (longest first), so a stale figure costs time, never a result."""
 OTHER_FILE_SECONDS = 10
@@ -204,10 +210,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     Such a fixture runs once per worker that gets tests of its file: twice the setup, and
     two copies of whatever it names (a schema, a Kafka user's password) at once. A test
     with an ``xdist_group`` of its own keeps it; the files in :data:`SPREAD` are spread.
-    With :data:`PER_WORKER`, the Spark tests run in lanes (:func:`_spark_lanes`).
+    With :data:`PER_WORKER`, the Spark tests run in lanes (:func:`_spark_lanes`), and the
+    tests marked ``exclusive`` (they stop and start the services, or use fixed names) on
+    one worker: its services are its own (``WALCAST_SERVICES_DIR``), so a restart meets
+    none of the other workers' tests.
     """
     if _worker_with_own_services():
         _spark_lanes(items)
+        for item in items:
+            if item.get_closest_marker("exclusive") is not None:
+                item.add_marker(pytest.mark.xdist_group("exclusive"))
     for item in items:
         if item.get_closest_marker("xdist_group") is not None or item.path.name in SPREAD:
             continue
