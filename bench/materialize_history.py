@@ -80,6 +80,13 @@ def changes(spark: SparkSession, count: int, keys: int) -> DataFrame:
     )
 
 
+def write_changes(spark: SparkSession, path: str, count: int, keys: int, files: int) -> None:
+    """:func:`changes` written to ``path`` as ``files`` Parquet files, in offset order."""
+    changes(spark, count, keys).orderBy("kafka_offset").repartitionByRange(
+        files, "kafka_offset"
+    ).write.mode("overwrite").parquet(path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--changes", type=int, default=200_000)
@@ -92,9 +99,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="walcast-bench-history-"))
     try:
         normalized = str(work / "changes")
-        changes(spark, args.changes, args.keys).orderBy("kafka_offset").repartitionByRange(
-            args.batches, "kafka_offset"
-        ).write.parquet(normalized)
+        write_changes(spark, normalized, args.changes, args.keys, args.batches)
         lines: list[str] = []
         for history in (False, True):
             name = "history" if history else "current"

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import SparkSession
 
 from bench.kit.figures import Recorder, add_json_option
-from bench.materialize_history import changes
+from bench.materialize_history import write_changes
 from pipeline.iceberg_store import catalog_for, table_name
 from pipeline.maintain import MaintainOptions, maintain
 from pipeline.materialize import MaterializeJob, read_table
@@ -63,12 +63,6 @@ def _job(normalized: str, state: str, checkpoint: str, store: str) -> Materializ
     )
 
 
-def _write_changes(spark: SparkSession, path: str, count: int, keys: int, files: int) -> None:
-    changes(spark, count, keys).orderBy("kafka_offset").repartitionByRange(
-        files, "kafka_offset"
-    ).write.mode("overwrite").parquet(path)
-
-
 def _data_files(spark: SparkSession, state: str, store: str) -> int:
     if store == "iceberg":
         name = table_name(catalog_for(spark, state), "bench", "items")
@@ -79,7 +73,7 @@ def _data_files(spark: SparkSession, state: str, store: str) -> int:
 def rows_per_second(spark: SparkSession, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Part 1: every store on the same changes."""
     normalized = str(work / "changes")
-    _write_changes(spark, normalized, args.changes, args.keys, args.batches)
+    write_changes(spark, normalized, args.changes, args.keys, args.batches)
     figures: dict[str, Any] = {}
     for store in args.stores:
         job = _job(normalized, str(work / f"state-{store}"), str(work / f"ckpt-{store}"), store)
@@ -114,7 +108,7 @@ def after_many_batches(spark: SparkSession, work: Path, args: argparse.Namespace
     for store in [s for s in args.stores if s != "parquet"]:
         base = work / f"many-{store}"
         staging, normalized = base / "staging", base / "changes"
-        _write_changes(spark, str(staging), count, max(count // 4, 1), total)
+        write_changes(spark, str(staging), count, max(count // 4, 1), total)
         files = sorted(staging.glob("part-*.parquet"))
         normalized.mkdir(parents=True)
         state, checkpoint = str(base / "state"), str(base / "ckpt")

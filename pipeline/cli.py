@@ -476,19 +476,21 @@ def _schema_table(name: str) -> tuple[str, str]:
     return schema, table
 
 
-def _check_tables_dir(tables: str) -> bool:
-    """Whether ``--tables`` is on another file system (``s3a://``…, left to Spark).
+def _local_tables_dir(tables: str) -> Path | None:
+    """``--tables`` as a local directory, or None on another file system (left to Spark).
 
-    ConfigError (one line) when it is a local directory that does not exist.
+    Another file system: ``s3a://``…. ConfigError (one line) when it is a local directory
+    that does not exist.
     """
     local = tables.removeprefix("file://")
-    remote = "://" in local
-    if not remote and not Path(local).is_dir():
+    if "://" in local:
+        return None
+    if not Path(local).is_dir():
         raise ConfigError(
             f"--tables {tables}: no such directory",
             hint="give the --output of walcast spark materialize",
         )
-    return remote
+    return Path(local)
 
 
 def session_from_args(
@@ -717,7 +719,7 @@ def run_show(args: argparse.Namespace) -> int:
     schema, table = _schema_table(args.table)
     lsn = parse_as_of_lsn(args.as_of_lsn) if args.as_of_lsn is not None else None
     when = parse_as_of_time(args.as_of_time) if args.as_of_time is not None else None
-    _check_tables_dir(args.tables)
+    _local_tables_dir(args.tables)
     quiet_python_loggers()
     spark = session_from_args(args, "walcast-show")
     from pipeline.show import print_table  # noqa: PLC0415
@@ -769,10 +771,9 @@ def run_maintain(args: argparse.Namespace) -> int:
     options = MaintainOptions(args.compact, args.expire, args.retain_hours)  # checks
     for name in args.table:
         _schema_table(name)
-    remote = _check_tables_dir(args.tables)
+    local = _local_tables_dir(args.tables)
     # Iceberg's jars only when a table needs them (a remote root may hold any)
-    local = args.tables.removeprefix("file://")
-    iceberg = remote or any(Path(local).glob(f"**/{ICEBERG_HINT}"))
+    iceberg = local is None or any(local.glob(f"**/{ICEBERG_HINT}"))
     quiet_python_loggers()
     spark = session_from_args(args, "walcast-maintain", use_delta=True, iceberg=iceberg)
     lines = maintain(spark, args.tables, options, only=args.table)
