@@ -77,9 +77,9 @@ rows in the same way (same value normalization, same known-bug and IBM rules), o
 columns the table had at that moment only: ``accounts`` gains and loses columns, and the
 history may hold columns the table did not have then (added later, or dropped before and
 seen by an earlier batch); those are not compared. A compared column the history does not
-have reads as NULL (a mismatch). Values of a column dropped since the moment may differ in
-their text (the known bug ``dropped-column-values-by-newest-layout``: normalize types a
-message with its table's newest layout, see :data:`KNOWN_BUGS`). A moment whose
+have reads as NULL (a mismatch); so does a value of a column dropped since the moment
+that differs in its text (each change is typed by the layout it names, the
+``walcast.layout`` header). A moment whose
 table was empty and whose history starts after it (refused with ``AsOfError`` "covers …
 to …") is noted, not a mismatch; any other refusal or failed read is one. A history
 mismatch is reported as format ``<format> history``, with the moment's label, LSN and time
@@ -121,7 +121,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -1053,17 +1053,6 @@ HISTORY_TABLES = tuple(t for t in TABLES if KEYS[t])
 """The tables that have a history (a primary key; ``bag`` has none)."""
 
 
-def current_columns(db: Database, table: str) -> list[str]:
-    """The columns ``table`` of ``db`` has now (after the workload)."""
-    with psycopg.connect(db.dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
-            "AND NOT attisdropped ORDER BY attnum",
-            (f"{SCHEMA}.{table}",),
-        ).fetchall()
-    return [str(r[0]) for r in rows]
-
-
 def record_moment(db: Database, elapsed: float) -> Moment:
     """A :class:`Moment` of ``db``: its writer paused meanwhile (between two transactions)."""
     db.writer.pause()
@@ -1178,20 +1167,15 @@ def compare(
     return Diff(cols, header, pairs, key)
 
 
-KNOWN_BUGS: dict[str, str] = {
-    "dropped-column-values-by-newest-layout": (
-        "normalize types each message with its table's newest layout "
-        "(pipeline/formats/base.py join_layout: latest_layouts), so a column dropped at the "
-        "source since has no type there and keeps the vendor's rendering (canal: a "
-        "timestamptz without its zone, '2010-10-26 09:05:07.834958' for "
-        "'2010-10-26 09:05:07.834958+00'); the history then holds that text for the "
-        "versions from before the DROP COLUMN (issue 32: schema changes beyond ADD COLUMN)"
-    ),
-}
+KNOWN_BUGS: dict[str, str] = {}
 """Walcast bugs this soak found and reports as such (not fixed here): a mismatch that
 fits one (see :func:`known_bug`) is listed as ``KNOWN BUG <name>``; ``strict`` counts them
 as mismatches (exit 1), else they are reported but do not fail the run."""
-# Fixed: "history-loses-dropped-columns" (a batch spanning a DROP COLUMN left the column out
+# Fixed: "dropped-column-values-by-newest-layout" (normalize typed each message with its
+# table's newest layout, so a column dropped since kept the vendor's rendering in the
+# versions from before the DROP: each change message now names its layout version, the
+# walcast.layout header, pipeline/formats/base.py join_layout),
+# "history-loses-dropped-columns" (a batch spanning a DROP COLUMN left the column out
 # of the history: pipeline/materialize.py with_retired), "ibm-second-unchanged-toast" (IBM
 # flagged only the first unchanged TOAST column of a row change) and
 # "ibm-layout-by-field-count" (normalize chose an IBM record's layout by its field count):
@@ -1200,15 +1184,12 @@ as mismatches (exit 1), else they are reported but do not fail the run."""
 TOAST_COLUMNS = {"docs": ("body", "blob")}
 
 
-def known_bug(
-    fmt: str, table: str, diff: Diff, writer: WriterStats, *, dropped: Collection[str] = ()
-) -> list[str | None]:
+def known_bug(fmt: str, table: str, diff: Diff, writer: WriterStats) -> list[str | None]:
     """For each differing row of ``diff``, the :data:`KNOWN_BUGS` entry it fits (or None).
 
-    ``dropped``: the compared columns the source table no longer has (a history read as of
-    a moment before their DROP COLUMN). Names not in :data:`KNOWN_BUGS` (fixed) are None.
+    Names not in :data:`KNOWN_BUGS` (fixed) are None.
     """
-    if (fmt != "ibm" and not dropped) or diff.key is None:
+    if fmt != "ibm" or diff.key is None:
         return [None] * len(diff.pairs)
     cols = diff.columns
     toast = TOAST_COLUMNS.get(table, ())
@@ -1217,10 +1198,6 @@ def known_bug(
         if want is None or len(got) != 1:
             return None
         lost = [c for c, w, g in zip(cols, want, got[0], strict=True) if w != g]
-        if lost and all(c in dropped for c in lost):
-            return "dropped-column-values-by-newest-layout"
-        if fmt != "ibm":
-            return None
         if lost and all(
             c in toast and g is None for c, g in zip(cols, got[0], strict=True) if c in lost
         ):
@@ -1672,17 +1649,16 @@ def _check_json(options: Options, databases: list[Database], prefix: str, report
 def _record(
     report: Report, result: FormatResult, fmt: str, db: Database, table: str,
     expected: SourceTable, got: list[tuple[Any, ...]], *, superset: bool = False,
-    moment: Moment | None = None, dropped: Collection[str] = (),
+    moment: Moment | None = None,
 ) -> None:  # fmt: skip
     """Compare and count; a difference becomes a :class:`Mismatch` (with ``moment``: one of
-    ``fmt``'s history read as of that moment, reported as format ``<fmt> history``;
-    ``dropped``: the columns the source no longer has, see :func:`known_bug`)."""
+    ``fmt``'s history read as of that moment, reported as format ``<fmt> history``)."""
     log = db.options.log
     result.tables += 1
     result.rows += len(expected.rows)
     diff = compare(expected, got, KEYS[table], superset=superset, numbers=fmt == "debezium")
     if diff is not None:
-        bugs = known_bug(fmt, table, diff, db.writer.stats, dropped=dropped)
+        bugs = known_bug(fmt, table, diff, db.writer.stats)
         unknown = [i for i, bug in enumerate(bugs) if bug is None]
         kinds = sorted({bug for bug in bugs if bug is not None})
         detail = diff.text(unknown[0] if unknown else 0)
@@ -1827,9 +1803,8 @@ def _check_history(
                 superset = fmt == "ibm" and table in truncated
                 if superset:
                     result.weak.append(f"{db.label}.{table} (TRUNCATE not carried)")
-                dropped = [c for c in expected.columns if c not in current_columns(db, table)]
                 _record(report, result, fmt, db, table, expected, got, superset=superset,
-                        moment=moment, dropped=dropped)  # fmt: skip
+                        moment=moment)  # fmt: skip
             report.moments_checked[db.label] += 1
     result.notes.extend(
         f"{where}: history columns not in the table at some moments (not compared there): "

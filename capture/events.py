@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import orjson
 
 from capture.pgoutput.messages import UNCHANGED_TOAST, ReplicaIdentity, TupleData, UnchangedToast
 
@@ -94,6 +97,26 @@ class Table:
     """Primary-key column names, in key order. The replica-identity columns unless the
     identity is FULL (pgoutput then flags every column), where it comes from the catalog
     when a key resolver is configured, and is empty otherwise."""
+    layout_version: str = field(init=False, repr=False)
+    """The fingerprint of this layout (16 hex digits): schema, name, replica identity,
+    primary key and each column's name, type OID, modifier and key flag. Equal layouts have
+    equal versions in any process and after any restart; a changed layout has a new one.
+    Computed once per Relation message; it names the layout record walcast publishes
+    (:mod:`capture.formats.layout`) in every change message (the ``walcast.layout``
+    header) and in IBM's ``plan_name``."""
+
+    def __post_init__(self) -> None:
+        fingerprint = orjson.dumps(
+            [
+                self.schema,
+                self.name,
+                self.replica_identity.name.lower(),
+                list(self.primary_key),
+                [[c.name, c.type_oid, c.type_modifier, c.is_key] for c in self.columns],
+            ]
+        )
+        version = hashlib.sha256(fingerprint).hexdigest()[:16]
+        object.__setattr__(self, "layout_version", version)  # frozen: set once, here
 
     @property
     def qualified_name(self) -> str:

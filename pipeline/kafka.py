@@ -14,10 +14,11 @@ the transaction or the load chunk the message belongs to, as a 64-bit number) an
 ``header_ordinal`` (``walcast.ordinal``, on messages of one change). Messages of other
 producers have none of these headers: null source, not a load, no position.
 ``header_change_lsn`` is ``walcast.change_lsn`` (the WAL position of the message's first
-change, :mod:`pipeline.model`). ``header_oldkey``/``header_newkey`` are the Debezium
-connector's ``__debezium.oldkey`` and ``__debezium.newkey`` headers (the halves of a
-primary-key change, which walcast's ``--format debezium`` writes too;
-:mod:`pipeline.formats.debezium.decode`), as text.
+change, :mod:`pipeline.model`). ``header_layout`` is ``walcast.layout`` (the version of
+the table layout the change was encoded with, :mod:`pipeline.layouts`).
+``header_oldkey``/``header_newkey`` are the Debezium connector's ``__debezium.oldkey`` and
+``__debezium.newkey`` headers (the halves of a primary-key change, which walcast's
+``--format debezium`` writes too; :mod:`pipeline.formats.debezium.decode`), as text.
 """
 
 # ruff: noqa: N812, FBT003
@@ -41,6 +42,7 @@ HEADER_COLUMNS = (
     "header_oldkey",
     "header_newkey",
     "header_change_lsn",
+    "header_layout",
 )
 """The columns :func:`with_walcast_headers` derives from walcast's headers."""
 RECORD_COLUMNS = (*RAW_COLUMNS, *HEADER_COLUMNS)
@@ -62,6 +64,7 @@ def with_walcast_headers(records: DataFrame) -> DataFrame:
             "header_oldkey": F.lit(None).cast("string"),
             "header_newkey": F.lit(None).cast("string"),
             "header_change_lsn": F.lit(None).cast("long"),
+            "header_layout": F.lit(None).cast("string"),
         }
         return records.withColumns({k: v for k, v in missing.items() if k not in records.columns})
     # One small map per record (built by generated code; a lambda over the array would
@@ -83,6 +86,7 @@ def with_walcast_headers(records: DataFrame) -> DataFrame:
             "header_oldkey": header("__debezium.oldkey"),
             "header_newkey": header("__debezium.newkey"),
             "header_change_lsn": pgtext.lsn_number(header("walcast.change_lsn")),
+            "header_layout": header("walcast.layout"),
         }
     )
 

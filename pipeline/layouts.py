@@ -28,8 +28,19 @@ the layout record in ``schemas/ibm-delimited.layout.json``.
 
 Invariants: :func:`read_layouts` returns every layout version the topic still holds
 (a compacted topic keeps at least the newest per table), each with its Kafka offset and
-timestamp; :func:`latest_layouts` one row per table (the newest). A missing topic is an
-empty layout set, not an error (jobs then quarantine what needs a layout).
+timestamp; :func:`latest_layouts` one row per table (the newest); :func:`layout_versions`
+one row per table and version (its newest copy), each flagged ``latest`` or not. A missing
+topic is an empty layout set, not an error (jobs then quarantine what needs a layout).
+
+**The layout in effect.** walcast names, in every change message, the layout version its
+table had when the change was encoded (the ``walcast.layout`` header, ``header_layout``
+in :mod:`pipeline.kafka`), and keys the layout records by version, so compaction keeps
+every version. The jobs type a change with that version
+(:func:`pipeline.formats.base.join_layout`): a column dropped or retyped since keeps the
+type it had. A message without the header (walcast 0.1, other producers) or naming a
+version the topic does not hold (compacted away: walcast 0.1 keyed layouts by table; or
+lost with the topic) is typed with its table's newest layout, as
+before: the only layout there is to read it with.
 """
 
 # ruff: noqa: N812
@@ -156,6 +167,25 @@ def latest_layouts(layouts: DataFrame) -> DataFrame:
     """The newest layout (highest offset) per ``(source, schema, table)``."""
     w = Window.partitionBy("source", "schema", "table").orderBy(F.col("layout_offset").desc())
     return layouts.withColumn("_n", F.row_number().over(w)).where("_n = 1").drop("_n")
+
+
+def layout_versions(layouts: DataFrame) -> DataFrame:
+    """One row per ``(source, schema, table, version)`` (its newest copy), with ``latest``.
+
+    ``latest`` is true on the table's newest layout (:func:`latest_layouts`'s row);
+    ``versions`` is every version of the table in the set (to tell a version the set does
+    not hold, :func:`pipeline.formats.base.join_layout`).
+    """
+    table = Window.partitionBy("source", "schema", "table")
+    copies = Window.partitionBy("source", "schema", "table", "version").orderBy(
+        F.col("layout_offset").desc()
+    )
+    newest_copy = layouts.withColumn("_n", F.row_number().over(copies)).where("_n = 1")
+    return newest_copy.drop("_n").select(
+        "*",
+        (F.col("layout_offset") == F.max("layout_offset").over(table)).alias("latest"),
+        F.collect_set("version").over(table).alias("versions"),
+    )
 
 
 def same_source(message_source: Column, layout_source: Column) -> Column:

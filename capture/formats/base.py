@@ -60,6 +60,9 @@ class EncodedMessage:
     change_lsn: int | None = None
     """The WAL position of the (first) change the message carries (``ChangeEvent.lsn``; a
     load row's: its chunk's watermark, the commit LSN); None for other messages."""
+    layout: bytes | None = None
+    """The layout version of the change's table (:attr:`capture.events.Table.layout_version`,
+    the ``walcast.layout`` header); None for messages of no single change."""
 
     @classmethod
     def for_change(
@@ -77,29 +80,35 @@ class EncodedMessage:
             event.xid,
             event.ordinal,
             change_lsn=event.lsn or event.commit_lsn,
+            layout=table.layout_version.encode(),
         )
 
     def kafka_headers(
         self, source: tuple[str, bytes] | None = None
     ) -> list[tuple[str, str | bytes | None]]:
-        """Kafka headers naming the commit LSN, xid, ordinal and change LSN (replays, order).
+        """Kafka headers naming the commit LSN, xid, ordinal, change LSN and layout version.
 
-        ``source`` (the sink's ``walcast.source`` header, when it is bound to a source)
-        comes after them, the format's own :attr:`headers` last: the order is always
-        commit LSN, xid, ordinal, change LSN, source, the format's; a header whose value
-        is unknown (None) is left out. Called once per produced message: a change message
-        takes one list display, no appends (other messages and those with headers of their
-        format take :meth:`_with_own_headers`).
+        (Replays, order, and the layout a reader types the change with.) ``source`` (the
+        sink's ``walcast.source`` header, when it is bound to a source) comes after them,
+        the format's own :attr:`headers` last: the order is always commit LSN, xid,
+        ordinal, change LSN, layout, source, the format's; a header whose value is unknown
+        (None) is left out. Called once per produced message: a change message takes one
+        list display, no appends (other messages and those with headers of their format
+        take :meth:`_with_own_headers`).
         """
         shared = _transaction_headers(self.commit_lsn, self.xid)
         ordinal = self.ordinal
         change_lsn = self.change_lsn
-        if self.headers or ordinal is None or change_lsn is None:
+        layout = self.layout
+        if self.headers or ordinal is None or change_lsn is None or layout is None:
             return self._with_own_headers(shared, source)
         numbered = ("walcast.ordinal", str(ordinal).encode())
         # bytes %-formatting: a third of an f-string's cost, on every change message
         at = ("walcast.change_lsn", b"%X/%X" % (change_lsn >> 32, change_lsn & 0xFFFFFFFF))
-        return [*shared, numbered, at] if source is None else [*shared, numbered, at, source]
+        named = ("walcast.layout", layout)
+        if source is None:
+            return [*shared, numbered, at, named]
+        return [*shared, numbered, at, named, source]
 
     def _with_own_headers(
         self,
@@ -112,6 +121,8 @@ class EncodedMessage:
             out.append(("walcast.ordinal", str(self.ordinal).encode()))
         if self.change_lsn is not None:
             out.append(("walcast.change_lsn", format_lsn(self.change_lsn).encode()))
+        if self.layout is not None:
+            out.append(("walcast.layout", self.layout))
         if source is not None:
             out.append(source)
         out.extend(self.headers)

@@ -3,7 +3,8 @@
 Several formats carry no column names or types (IBM delimited) or only coarse ones
 (canal's strings, DataWorks' six types, Qlik's JSON numbers), so walcast publishes a
 **layout record** per table and layout version (on each new Relation message) to a
-compacted schema topic keyed by ``schema.table``; the Spark jobs read it
+compacted schema topic keyed by ``<source>/<schema>.<table>/<version>`` (one key per
+version, so compaction keeps every version a message may name); the Spark jobs read it
 (``pipeline/layouts.py``; JSON Schema ``schemas/ibm-delimited.layout.json``)::
 
     {"format": "ibm", "schema": "shop", "table": "orders", "relation_id": 16385,
@@ -26,15 +27,16 @@ Decisions:
   internal name (``bpchar(3)``, ``int4``); see :mod:`capture.types.typmod`.
 * ``version`` is a fingerprint of the layout (names, types, modifiers, identity, key):
   equal layouts have equal versions in any process and after any restart, so publishing
-  one again is idempotent, and a changed layout gets a new version.
+  one again is idempotent, and a changed layout gets a new version. Every change
+  message names the version it was encoded with (the ``walcast.layout`` header; IBM
+  delimited also in ``plan_name``), so a reader types each change by the layout in
+  effect when it was written, not the table's newest (a column dropped since keeps its
+  type in the changes from before the DROP).
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Final
-
-import orjson
 
 from capture.events import Column, Table
 from capture.formats._common import Family, family
@@ -69,17 +71,8 @@ def declared_type(name: str, typmod: int) -> str:
 
 
 def layout_version(table: Table) -> str:
-    """The fingerprint of ``table``'s layout (16 hex digits; see the module docstring)."""
-    fingerprint = orjson.dumps(
-        [
-            table.schema,
-            table.name,
-            table.replica_identity.name.lower(),
-            list(table.primary_key),
-            [[c.name, c.type_oid, c.type_modifier, c.is_key] for c in table.columns],
-        ]
-    )
-    return hashlib.sha256(fingerprint).hexdigest()[:16]
+    """The fingerprint of ``table``'s layout (16 hex digits: :attr:`Table.layout_version`)."""
+    return table.layout_version
 
 
 def layout_record(table: Table) -> dict[str, Any]:

@@ -93,6 +93,9 @@ log = structlog.get_logger("walcast.kafka")
 NULL_KEY_PARTITION: Final = 0
 """The partition of every message with a null key (module docstring)."""
 
+LAYOUT_PARTITION: Final = 0
+"""The schema topic's partition every layout record goes to (publish order = offset order)."""
+
 _DENIED_TOPIC: Final = re.compile(r"Topic authorization failed \(topic '([^']+)'")
 """A delivery failure (as :meth:`Unit.delivered` words it) for want of a topic ACL."""
 
@@ -448,11 +451,19 @@ class KafkaSink:
         value: bytes,
         key: bytes,
         on_delivery: Callable[[KafkaError | None, object], None] | None = None,
+        *,
+        partition: int | None = None,
     ) -> None:
-        """Produce one record of walcast's own, waiting for room in ``producer``'s queue."""
+        """Produce one record of walcast's own, waiting for room in ``producer``'s queue.
+
+        ``partition``: the partition to write to; None: the key's (the default partitioner).
+        """
         while True:
             try:
-                producer.produce(topic, value, key, on_delivery=on_delivery)
+                if partition is None:
+                    producer.produce(topic, value, key, on_delivery=on_delivery)
+                else:
+                    producer.produce(topic, value, key, partition, on_delivery=on_delivery)
             except BufferError:
                 if producer is self.producer:
                     self._backpressure()
@@ -504,7 +515,13 @@ class KafkaSink:
         return self.producer
 
     def announce(self, table: Table) -> None:
-        """Publish ``table``'s layout to the schema topic and wait for Kafka to confirm it."""
+        """Publish ``table``'s layout to the schema topic and wait for Kafka to confirm it.
+
+        Keyed by table and version (compaction keeps every version a change message names
+        in its ``walcast.layout`` header), and written to partition 0 whatever the topic's
+        partition count, so that offset order is publish order for the readers
+        (:mod:`pipeline.layouts`: the newest layout of a table is its highest offset).
+        """
         if self.schema_topic is None:
             return
         record = layout_record(table)
@@ -512,10 +529,10 @@ class KafkaSink:
         version = record.get("version")
         if self._published_layouts.get(name) == version:
             return
-        key = name
+        key = f"{name}/{version}"  # one key per version: compaction keeps each one
         if self.source is not None:
             record["source"] = self.source.key
-            key = self.source.record_key(name)
+            key = self.source.record_key(key)
         reports: list[KafkaError | None] = []
         self._produce_record(
             self.producer,
@@ -523,6 +540,7 @@ class KafkaSink:
             orjson.dumps(record),
             key.encode(),
             lambda err, _msg: reports.append(err),
+            partition=LAYOUT_PARTITION,
         )
         while not reports:
             self._serve(0.1)

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import WindowSpec
 
 from pipeline import pgtext
-from pipeline.layouts import column_types, latest_layouts, same_source
+from pipeline.layouts import column_types, layout_versions, same_source
 from pipeline.model import CHANGE, MESSAGE
 
 SORT_SPAN = 1 << 20
@@ -209,7 +209,7 @@ def attach_layout(
     table: str,
     convert_types: Collection[str] = (),
 ) -> DataFrame:
-    """Add ``_layout``: the newest layout of the message's table, or null (:func:`join_layout`).
+    """Add ``_layout``: the layout in effect for the message, or null (:func:`join_layout`).
 
     ``_layout`` holds ``version, replica_identity, primary_key, field_count``, ``types``
     (``map<column, pg type>``) and ``convert`` (the entries of ``types`` whose type is in
@@ -233,29 +233,39 @@ def attach_layout(
 def join_layout(
     df: DataFrame, layouts: DataFrame, schema: str, table: str, layout: Column
 ) -> DataFrame:
-    """Add ``_layout``: ``layout`` of the newest layout of the message's table, or null.
+    """Add ``_layout``: ``layout`` of the layout in effect for the message, or null.
 
-    ``layout`` is a column of a :func:`pipeline.layouts.latest_layouts` row (a struct of
+    ``layout`` is a column of a :func:`pipeline.layouts.layout_versions` row (a struct of
     what the parser needs of it), computed once per layout on the layout side. The table
     is ``(df[schema], df[table])`` of the message's source (see
-    :func:`pipeline.layouts.same_source`); at most one layout matches, so every row of
-    ``df`` is kept once, with only ``_layout`` added. The layout set is small, so it is
-    broadcast: no shuffle of ``df``.
+    :func:`pipeline.layouts.same_source`); the layout is the version the message's
+    ``header_layout`` names, else (no header, or a version the set does not hold) the
+    table's newest (see :mod:`pipeline.layouts`). At most one layout matches, so every
+    row of ``df`` is kept once, with only ``_layout`` added. The layout set is small, so
+    it is broadcast: no shuffle of ``df``.
     """
-    latest = latest_layouts(layouts).select(
+    versions = layout_versions(layouts).select(
         F.col("source").alias("_l_source"),
         F.col("schema").alias("_l_schema"),
         F.col("table").alias("_l_table"),
+        F.col("version").alias("_l_version"),
+        F.col("latest").alias("_l_latest"),
+        F.col("versions").alias("_l_versions"),
         layout.alias("_layout"),
     )
+    named = F.col("header_layout")
+    held = F.coalesce(F.array_contains(F.col("_l_versions"), named), F.lit(False))  # noqa: FBT003
     joined = df.join(
-        F.broadcast(latest),
+        F.broadcast(versions),
         (F.col(schema) == F.col("_l_schema"))
         & (F.col(table) == F.col("_l_table"))
-        & same_source(F.col("source"), F.col("_l_source")),
+        & same_source(F.col("source"), F.col("_l_source"))
+        & ((F.col("_l_version") == named) | (F.col("_l_latest") & ~held)),
         "left",
     )
-    return joined.drop("_l_source", "_l_schema", "_l_table")
+    return joined.drop(
+        "_l_source", "_l_schema", "_l_table", "_l_version", "_l_latest", "_l_versions"
+    )
 
 
 def layout_types(layout: Column) -> Column:

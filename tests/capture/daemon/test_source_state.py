@@ -250,13 +250,21 @@ def test_messages_and_layouts_name_their_source(
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
         key = source_identity(pg_dsn, slot).key
-        data = k.read_all(kafka_bootstrap, k.topics(kafka_bootstrap, prefix + ".json"))
-        data += k.read_all(kafka_bootstrap, k.topics(kafka_bootstrap, prefix + ".ibm"))
+        json_data = k.read_all(kafka_bootstrap, k.topics(kafka_bootstrap, prefix + ".json"))
+        data = json_data + k.read_all(kafka_bootstrap, k.topics(kafka_bootstrap, prefix + ".ibm"))
         assert len(data) >= 3
         assert {r.headers.get("walcast.source") for r in data} == {key}
         (layout,) = k.read_all(kafka_bootstrap, [prefix + ".schemas"])
-        assert layout.key == f"{key}/public.{table}".encode()
-        assert orjson.loads(layout.value)["source"] == key
+        record = orjson.loads(layout.value)
+        version = record["version"]
+        assert layout.key == f"{key}/public.{table}/{version}".encode()  # one key per version
+        assert layout.partition == 0
+        assert record["source"] == key
+        # every change names the layout it was encoded with (the loaded rows too; IBM names
+        # it in plan_name instead)
+        rows = [r for r in json_data if r.headers.get("walcast.ordinal")]
+        assert len(rows) == 2
+        assert {r.headers.get("walcast.layout") for r in rows} == {version}
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             sc.drop_slot(conn, slot)

@@ -148,6 +148,7 @@ def test_the_halves_of_a_key_change_carry_the_connector_s_key_headers() -> None:
         ("walcast.xid", b"700"),
         ("walcast.ordinal", b"1"),
         ("walcast.change_lsn", b"0/16B3748"),  # the event has no own LSN: its commit's
+        ("walcast.layout", ITEMS.layout_version.encode()),  # the layout it was encoded with
     ]
     assert delete.kafka_headers() == [*walcast_headers, ("__debezium.newkey", b'{"id":20}')]
     assert tombstone.kafka_headers() == delete.kafka_headers()
