@@ -28,8 +28,8 @@ the layout record in ``schemas/ibm-delimited.layout.json``.
 
 Invariants: :func:`read_layouts` returns every layout version the topic still holds
 (a compacted topic keeps at least the newest per table), each with its Kafka offset and
-timestamp; :func:`latest_layouts` one row per table (the newest); :func:`layout_versions`
-one row per table and version (its newest copy), each flagged ``latest`` or not. A missing
+timestamp; :func:`layout_versions` one row per table and version (its newest copy), the
+table's newest layout flagged ``latest``. A missing
 topic is an empty layout set, not an error (jobs then quarantine what needs a layout).
 
 **The layout in effect.** walcast names, in every change message, the layout version its
@@ -163,16 +163,12 @@ def _empty_schema(spark: SparkSession) -> StructType:
     return parse_layouts(probe).schema
 
 
-def latest_layouts(layouts: DataFrame) -> DataFrame:
-    """The newest layout (highest offset) per ``(source, schema, table)``."""
-    w = Window.partitionBy("source", "schema", "table").orderBy(F.col("layout_offset").desc())
-    return layouts.withColumn("_n", F.row_number().over(w)).where("_n = 1").drop("_n")
-
-
 def layout_versions(layouts: DataFrame) -> DataFrame:
     """One row per ``(source, schema, table, version)`` (its newest copy), with ``latest``.
 
-    ``latest`` is true on the table's newest layout (:func:`latest_layouts`'s row);
+    A version published more than once (every daemon start publishes it again) is the
+    same layout: its newest copy is kept. ``latest`` is true on the table's newest layout
+    (the highest offset: walcast writes them all to one partition);
     ``versions`` is every version of the table in the set (to tell a version the set does
     not hold, :func:`pipeline.formats.base.join_layout`).
     """

@@ -25,7 +25,8 @@ Decisions:
 * ``declared_type`` is the type with its modifier as PostgreSQL's ``format_type`` appends
   it (``numeric(12,2)``, ``varchar(20)``, ``interval day to second(3)``), under the type's
   internal name (``bpchar(3)``, ``int4``); see :mod:`capture.types.typmod`.
-* ``version`` is a fingerprint of the layout (names, types, modifiers, identity, key):
+* ``version`` is a fingerprint of the layout (names, types, modifiers, identity, key;
+  :attr:`capture.events.Table.layout_version`, computed once per Relation message):
   equal layouts have equal versions in any process and after any restart, so publishing
   one again is idempotent, and a changed layout gets a new version. Every change
   message names the version it was encoded with (the ``walcast.layout`` header; IBM
@@ -70,11 +71,6 @@ def declared_type(name: str, typmod: int) -> str:
     return name + modifier_text(name, typmod)
 
 
-def layout_version(table: Table) -> str:
-    """The fingerprint of ``table``'s layout (16 hex digits: :attr:`Table.layout_version`)."""
-    return table.layout_version
-
-
 def layout_record(table: Table) -> dict[str, Any]:
     """Describe ``table`` in the layout record walcast publishes per Relation message.
 
@@ -100,7 +96,7 @@ def layout_record(table: Table) -> dict[str, Any]:
         "schema": table.schema,
         "table": table.name,
         "relation_id": table.relation_id,
-        "version": layout_version(table),
+        "version": table.layout_version,
         "replica_identity": table.replica_identity.name.lower(),
         "primary_key": list(table.primary_key),
         "field_count": IBM_HEADER_FIELD_COUNT + 2 * len(table.columns),
@@ -113,6 +109,5 @@ __all__ = [
     "RENDERINGS",
     "declared_type",
     "layout_record",
-    "layout_version",
     "rendering",
 ]

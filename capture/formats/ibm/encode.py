@@ -37,7 +37,7 @@ Header
     * ``commit_time`` is ``YYYY-MM-DD-HH.mm.ss`` (UTC).
     * ``plan_name`` is the record's **layout version**: the ``version`` of the layout
       record of the table as it was when the change was made
-      (:func:`capture.formats.layout.layout_version`, 16 lower-case hex digits,
+      (:attr:`capture.events.Table.layout_version`, 16 lower-case hex digits,
       quoted). IBM defines plan_name as z/OS's plan name and sends NULL elsewhere; walcast
       uses the field because the format has no other place for it, and a reader needs it:
       the layout topic holds every layout of a table, and the field count does not tell
@@ -159,10 +159,7 @@ from capture.formats._common import PerTable
 from capture.formats._common import raw_texts as _resolve
 from capture.formats.base import EncodedMessage, Encoder, FormatOptions
 from capture.formats.ibm.settings import Settings, segment_limit
-from capture.formats.layout import (
-    layout_version,
-    rendering,
-)
+from capture.formats.layout import rendering
 from capture.pgoutput.messages import UnchangedToast
 from capture.types.text import bytea_from_text
 
@@ -270,7 +267,7 @@ class _TableState:
         self.key_mask = tuple(i in table.key_indexes for i in range(self.size))
         self.empty_fields = [b""] * self.size
         self.table_part = quote(table.schema) + cd + quote(table.name) + cd
-        self.plan_part = (quote(layout_version(table)) if plan is None else plan) + cd
+        self.plan_part = (quote(table.layout_version) if plan is None else plan) + cd
         """The ``plan_name`` field and its delimiter: the layout version unless set."""
 
 

@@ -26,7 +26,7 @@ RECORD_OVERHEAD: Final = 128
 """Kafka's own bytes around one message: the v2 record's varints and attributes (at most
 36 bytes) and the record batch header (61) that a message alone in its batch carries."""
 LAYOUT_VERSION: Final = re.compile("[0-9a-f]{16}")
-"""A ``plan_name`` that is a layout version (:func:`capture.formats.layout.layout_version`)."""
+"""A ``plan_name`` that is a layout version (:attr:`capture.events.Table.layout_version`)."""
 _DELIMITERS: Final = (
     "column_delimiter",
     "record_delimiter",

@@ -66,7 +66,7 @@ from pipeline.formats.base import (
     message,
     no_changes,
 )
-from pipeline.layouts import column_names, column_types, same_source
+from pipeline.layouts import column_names, column_types, layout_versions, same_source
 
 HEADER = 12
 LAYOUT_VERSION = "^[0-9a-f]{16}$"
@@ -151,14 +151,10 @@ class IbmParser(Parser):
     def layout_rows(layouts: DataFrame) -> DataFrame:
         """One row per layout version of each table, ready to join (see the docstring).
 
-        A version published more than once (every daemon start publishes it again) is the
-        same layout: the newest copy is kept. ``_l_versions`` counts the table's versions.
+        Each version's newest copy (:func:`pipeline.layouts.layout_versions`).
+        ``_l_versions`` counts the table's versions (a record without one included).
         """
-        version = F.coalesce(F.col("version"), F.lit(""))
-        w = Window.partitionBy("source", "schema", "table", version).orderBy(
-            F.col("layout_offset").desc()
-        )
-        newest = layouts.withColumn("_n", F.row_number().over(w)).where("_n = 1")
+        newest = layout_versions(layouts)
         per_table = Window.partitionBy("source", "schema", "table")
         cols = F.col("columns")
         return newest.select(
