@@ -78,6 +78,7 @@ from pipeline.lineage import COMMIT_LSN, COMMIT_TIME, LINEAGE_COLUMNS, LINEAGE_N
 from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text
 from pipeline.tables import HISTORY_DIR
+from pipeline.type_changes import TypeChangeRefused, stored_types, type_changes, widen_delta
 
 if TYPE_CHECKING:
     from pipeline.tables import TableSpec
@@ -115,6 +116,24 @@ def history_path(table_path: str) -> str:
     """
     parent, _, name = table_path.rstrip("/").rpartition("/")
     return f"{parent}/{HISTORY_DIR}/{name}"
+
+
+def check_history_types(spark: SparkSession, table_path: str, spec: TableSpec) -> None:
+    """Refuse a batch whose types the history of the state table at ``table_path`` cannot take.
+
+    :class:`~pipeline.type_changes.TypeChangeRefused` when the history holds a column of
+    ``spec`` with a type Delta cannot widen to the new one. Materialize asks before it
+    writes the state table, so a batch that the history cannot take is applied to neither.
+    """
+    from delta.tables import DeltaTable  # noqa: PLC0415
+
+    path = history_path(table_path)
+    if not spec.primary_key or not DeltaTable.isDeltaTable(spark, path):
+        return
+    stored = stored_types(spark.read.format("delta").load(path))
+    _, refused = type_changes(stored, history_fields(spec), "delta")
+    if refused:
+        raise TypeChangeRefused("delta", refused)
 
 
 def history_fields(spec: TableSpec) -> list[tuple[str, str]]:
@@ -523,11 +542,15 @@ def apply_history(
     if not DeltaTable.isDeltaTable(spark, path):
         empty_history(spark, spec).write.format("delta").mode("ignore").save(path)
     target = DeltaTable.forPath(spark, path)
-    existing = set(target.toDF().columns)
-    added = [(n, t) for n, t in history_fields(spec) if n not in existing]
+    stored = stored_types(target.toDF())
+    widened, _ = type_changes(stored, history_fields(spec), "delta")  # refused: before
+    added = [(n, t) for n, t in history_fields(spec) if n not in stored]
     if added:
         cols = ", ".join(f"`{n}` {t}" for n, t in added)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+    if widened:
+        widen_delta(spark, path, widened)
+    if added or widened:
         target = DeltaTable.forPath(spark, path)
     current = target.toDF().where(F.col(IS_CURRENT))
     rows = versions(spec, changes, current, track).localCheckpoint()

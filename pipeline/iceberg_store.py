@@ -65,6 +65,7 @@ from pipeline.stores import (
     stored_spec,
 )
 from pipeline.tables import TableSpec, source_dir
+from pipeline.type_changes import checked_type_changes, stored_types
 
 USER_CATALOG = "walcast"
 """The Spark catalog a user configures for a real Iceberg catalog (REST, Hive, Glue …)."""
@@ -299,11 +300,14 @@ def apply_iceberg(
     name = table_name(catalog, spec.schema, spec.table, source)
     if not spark.catalog.tableExists(name):
         empty_table(spark, spec).writeTo(name).using("iceberg").create()
-    existing = set(spark.table(name).columns)
-    missing = [(n, t) for n, t in spec.columns if n not in existing]
+    stored = stored_types(spark.table(name))
+    widened = checked_type_changes(stored, spec.columns, "iceberg")
+    missing = [(n, t) for n, t in spec.columns if n not in stored]
     if missing:
         cols = ", ".join(f"{_quote(n)} {t}" for n, t in missing)
         spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
+    for change in widened:  # Iceberg's type promotion, in place
+        spark.sql(f"ALTER TABLE {name} ALTER COLUMN {_quote(change.column)} TYPE {change.new}")
     done = last_commit(spark, name, app_id)
     kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
     target = _IcebergTarget(spark, name)

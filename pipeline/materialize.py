@@ -63,7 +63,12 @@ from pipeline import preflight
 from pipeline.delta_versions import BatchRange
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
-from pipeline.history import PARQUET_REFUSAL, HistoryOrderError, apply_history
+from pipeline.history import (
+    PARQUET_REFUSAL,
+    HistoryOrderError,
+    apply_history,
+    check_history_types,
+)
 from pipeline.iceberg_store import apply_iceberg, check_catalog, refuse_unsupported
 from pipeline.layouts import layout_topic_name, read_layouts, warn_sourceless
 from pipeline.lineage import LINEAGE_NAMES
@@ -79,6 +84,7 @@ from pipeline.stores import (
     spec_from_layout,
 )
 from pipeline.tables import CURRENT, TableSpec, table_path
+from pipeline.type_changes import TypeChangeRefused
 
 __all__ = [
     "CURRENT",
@@ -107,6 +113,7 @@ def apply_batch(
     change_data_feed: bool = False,
     without_history: set[str] | None = None,
     store: str | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> dict[str, int]:
     """Apply one batch of normalized changes to the state tables.
 
@@ -118,6 +125,12 @@ def apply_batch(
     tracked columns); the names of tables left without one (no primary key) are added to
     ``without_history``. ``store="iceberg"`` writes Iceberg tables (else ``use_delta``
     or the session picks Delta or Parquet).
+
+    A table whose newest layout changed a column's type in a way its store cannot follow
+    (:mod:`pipeline.type_changes`) is left as it was: its changes of the batch go to the
+    quarantine (:func:`quarantine_path`), ``report`` gets one line naming the column,
+    both types and what to do, and the other tables are applied. Such a table is not in
+    the returned names.
     """
     iceberg = store == "iceberg"
     if iceberg:
@@ -184,6 +197,8 @@ def apply_batch(
             hint="materialize them without --history, or from walcast's topics",
         )
     done: dict[str, int] = {}
+    refusals: list[DataFrame] = []
+    store_name = "iceberg" if iceberg else "delta" if delta else "parquet"
     for (source, schema, table), count in sorted(counts.items(), key=_by_name):
         order = orders[(source, schema, table)]
         part = changes.where(
@@ -209,18 +224,29 @@ def apply_batch(
         )  # fmt: skip
         path = table_path(state_root, schema, table, source)
         label = _label(source, schema, table, several=several)
-        if iceberg:
-            apply_iceberg(
-                spark, state_root, spec, part, batch_id, f"{app_id}:{path}", order,
-                source=source,
+        try:
+            if history:
+                check_history_types(spark, path, history_spec)
+            if iceberg:
+                apply_iceberg(
+                    spark, state_root, spec, part, batch_id, f"{app_id}:{path}", order,
+                    source=source,
+                )  # fmt: skip
+            elif delta:
+                apply_delta(
+                    spark, path, spec, part, batch_id, f"{app_id}:{path}", order,
+                    change_data_feed=change_data_feed,
+                    applied=ranges.get((source, schema, table)),
+                )  # fmt: skip
+            else:
+                apply_parquet(spark, path, spec, part, batch_id, order)
+        except TypeChangeRefused as refusal:
+            refusals.append(_refused(part, refusal))
+            (report or _stderr)(
+                _refusal_line(label, schema, table, store_name, refusal, count, batch_id,
+                              quarantine_path(state_root))
             )  # fmt: skip
-        elif delta:
-            apply_delta(
-                spark, path, spec, part, batch_id, f"{app_id}:{path}", order,
-                change_data_feed=change_data_feed, applied=ranges.get((source, schema, table)),
-            )  # fmt: skip
-        else:
-            apply_parquet(spark, path, spec, part, batch_id, order)
+            continue
         kept = history and apply_history(
             spark, path, history_spec, part, batch_id, f"{app_id}:{path}", order, history_columns,
             label=label,
@@ -228,7 +254,63 @@ def apply_batch(
         if history and not kept and without_history is not None:
             without_history.add(label)
         done[label] = count
+    if refusals:
+        _write_quarantine(refusals, quarantine_path(state_root), batch_id)
     return done
+
+
+TYPE_CHANGE = "type_change"
+"""The quarantine reason of a table's changes held back by a type change its store cannot
+follow (:func:`apply_batch`)."""
+
+
+def quarantine_path(state_root: str) -> str:
+    """Where materialize quarantines changes: ``<state root>_quarantine``.
+
+    Beside the state, as normalize's ``<output>_quarantine`` is beside its output.
+
+    Parquet, one directory per batch (``batch_id=<n>``, rewritten whole when a batch runs
+    again: no duplicates): the normalized changes (:data:`~pipeline.model.NORMALIZED`) with
+    ``reason`` (:data:`TYPE_CHANGE`) and ``detail`` (the columns and their types).
+    """
+    return state_root.rstrip("/") + "_quarantine"
+
+
+def _refused(part: DataFrame, refusal: TypeChangeRefused) -> DataFrame:
+    detail = f"{refusal.store} cannot change column type: {refusal}"
+    return part.select("*", F.lit(TYPE_CHANGE).alias("reason"), F.lit(detail).alias("detail"))
+
+
+def _write_quarantine(frames: list[DataFrame], root: str, batch_id: int) -> None:
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    rows.write.mode("overwrite").parquet(f"{root}/batch_id={batch_id}")
+
+
+def _refusal_line(
+    label: str,
+    schema: str,
+    table: str,
+    store: str,
+    refusal: TypeChangeRefused,
+    count: int,
+    batch_id: int,
+    root: str,
+) -> str:
+    columns = ", ".join(f"{c.column} ({c.old} → {c.new})" for c in refusal.refused)
+    kind = {"delta": "a Delta", "iceberg": "an Iceberg", "parquet": "a Parquet"}[store]
+    return (
+        f"walcast spark materialize: {label}: the source changed the type of {columns}, "
+        f"which {kind} table cannot follow without changing stored values; the table is "
+        f"left as it was and its {count:,} changes of batch {batch_id} are quarantined in "
+        f"{root} (reason {TYPE_CHANGE}). To follow the new type, drop the table (and its "
+        f"history), then reload it at the source: walcast snapshot --table {schema}.{table}"
+    )
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def with_retired(
@@ -383,6 +465,7 @@ class MaterializeJob:
                     change_data_feed=self.change_data_feed,
                     without_history=without_history,
                     store=self.store,
+                    report=self.report,
                 )
             except WalcastError as exc:
                 self.failure = exc

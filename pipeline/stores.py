@@ -65,6 +65,7 @@ from pipeline.tables import (
     table_path,
     table_paths,
 )
+from pipeline.type_changes import checked_type_changes, stored_types, widen_delta
 
 log = logging.getLogger(__name__)
 
@@ -327,6 +328,8 @@ def apply_parquet(
         return 0
     base, spec = source_spec(spec), stored_spec(spec)
     current = spark.read.parquet(f"{path}/{version}") if version else empty_table(spark, spec)
+    for change in checked_type_changes(stored_types(current), spec.columns, "parquet"):
+        current = current.withColumn(change.column, F.col(change.column).cast(change.new))
     for n, t in spec.columns:
         if n not in current.columns:
             current = current.withColumn(n, F.lit(None).cast(t))
@@ -443,11 +446,15 @@ def apply_delta(
             if change_data_feed:
                 spark.conf.unset(default)
     target = DeltaTable.forPath(spark, path)
-    existing = set(target.toDF().columns)
-    missing = [(n, t) for n, t in spec.columns if n not in existing]
+    stored = stored_types(target.toDF())
+    widened = checked_type_changes(stored, spec.columns, "delta")
+    missing = [(n, t) for n, t in spec.columns if n not in stored]
     if missing:
         cols = ", ".join(f"`{n}` {t}" for n, t in missing)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+    if widened:
+        widen_delta(spark, path, widened)
+    if missing or widened:
         target = DeltaTable.forPath(spark, path)
     if change_data_feed:
         _enable_change_data_feed(spark, target, path)
