@@ -1,7 +1,8 @@
 -- Changes of the end-to-end test, after the initial load of e2e_existing.sql's rows:
 -- inserts, updates (one changing the primary key),
 -- deletes, REPLICA IDENTITY FULL updates/deletes of duplicate rows, a TRUNCATE followed
--- by new rows, a rolled-back transaction and one transaction over two tables.
+-- by new rows, column types widened, a rolled-back transaction and one transaction over
+-- two tables.
 SET search_path = walcast_e2e;
 
 UPDATE customers SET balance = balance + 100, updated = updated + INTERVAL '1 day' WHERE id % 5 = 0;
@@ -24,6 +25,16 @@ COMMIT;
 TRUNCATE orders;
 INSERT INTO orders SELECT g, 2, 1.25 * g, NULL FROM generate_series(100, 104) AS g;
 UPDATE orders SET note = 'after truncate' WHERE id = 100;
+
+-- Type changes (issue 32): widenings, a key column's among them; the changes after each
+-- are encoded with the new layout, those before it with the old one.
+ALTER TABLE orders ALTER COLUMN total TYPE numeric(14, 2), ALTER COLUMN id TYPE bigint;
+UPDATE orders SET total = 123456789012.34 WHERE id = 101;
+INSERT INTO orders VALUES (3000000000, 2, 0.01, 'a bigint key');
+ALTER TABLE events ALTER COLUMN n TYPE bigint;
+INSERT INTO events VALUES ('2024-05-01 00:00:00+00', 'wide', 3000000000);
+ALTER TABLE customers ALTER COLUMN email TYPE varchar(200);
+UPDATE customers SET email = repeat('x', 150) WHERE id = 2;
 
 -- Key moves of rows with an unchanged TOASTed body: loaded rows, and a streamed one.
 UPDATE docs SET id = 10 WHERE id = 1;
