@@ -145,6 +145,7 @@ FILE_SECONDS = {
     "test_debezium_spark.py": 86,
     "test_spark_submit.py": 75,
     "test_debezium.py": 53,
+    "test_type_changes.py": 120,  # an estimate (2026-12-04): 3 stores, about 30 s each alone
     # the others
     "test_demo.py": 225,
     "test_secured_kafka.py": 219,
@@ -183,23 +184,55 @@ def _spark_lanes(items: list[pytest.Item]) -> None:
     the lane with the least so far), and those groups first in the run's order.
 
     A Spark test's group is its lane: one given to it by its file would join the lane's name
-    (xdist joins a test's groups) and make a scope, and a Spark session, of its own."""
+    (xdist joins a test's groups) and make a scope, and a Spark session, of its own.
+
+    The shortest Spark files, as many seconds of them as make every worker's share equal
+    (:func:`_spark_tail`), are left out of the lanes: each is a group of its own, queued
+    last, for whichever worker is free first (the capture workers, which finish sooner:
+    2026-12-03, the lanes took about 1,675 s each and the other workers about 1,300 s;
+    the run's last minutes left a core idle)."""
     files: dict[str, list[pytest.Item]] = {}
+    others: set[str] = set()
     for item in items:
+        path = item.nodeid.split("::", 1)[0]
         if _uses_spark(item):
-            files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+            files.setdefault(path, []).append(item)
+        else:
+            others.add(path)
+    tail = _spark_tail(
+        files, sum(FILE_SECONDS.get(Path(p).name, OTHER_FILE_SECONDS) for p in others)
+    )
     load = [0] * SPARK_LANES
     lane_of: dict[str, int] = {}
-    for path in sorted(files, key=lambda f: (-_seconds(files[f][0]), f)):
+    for path in sorted(set(files) - tail, key=lambda f: (-_seconds(files[f][0]), f)):
         lane = load.index(min(load))
         lane_of[path] = lane
         load[lane] += _seconds(files[path][0])
     for path, members in files.items():
+        group = f"spark-tail-{path}" if path in tail else f"spark-lane-{lane_of[path]}"
         for item in members:
-            item.add_marker(pytest.mark.xdist_group(f"spark-lane-{lane_of[path]}"))
-    lanes = {id(item) for group in files.values() for item in group}
-    # the lanes first, then the longest files (run with --no-loadscope-reorder)
-    items.sort(key=lambda item: (id(item) not in lanes, -_seconds(item)))
+            item.add_marker(pytest.mark.xdist_group(group))
+    lanes = {id(item) for path in set(files) - tail for item in files[path]}
+    last = {id(item) for path in tail for item in files[path]}
+    # the lanes first, then the longest files, the Spark tail last (--no-loadscope-reorder)
+    items.sort(key=lambda item: (id(item) not in lanes, id(item) in last, -_seconds(item)))
+
+
+def _spark_tail(files: dict[str, list[pytest.Item]], other_seconds: int) -> set[str]:
+    """The shortest Spark files whose seconds, run by the workers outside the lanes, even
+    out every worker's share of the run (none when every worker is a lane)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    spark_seconds = sum(_seconds(members[0]) for members in files.values())
+    if workers <= SPARK_LANES:
+        return set()
+    budget = spark_seconds - SPARK_LANES * (spark_seconds + other_seconds) / workers
+    tail: set[str] = set()
+    for path in sorted(files, key=lambda f: (_seconds(files[f][0]), f)):
+        budget -= _seconds(files[path][0])
+        if budget < 0:
+            break
+        tail.add(path)
+    return tail
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
