@@ -13,7 +13,8 @@ from the seed; only the interleaving with the faults depends on timing):
   values with delimiters, quotes, newlines, NaN/±Infinity, infinity dates, numerics;
 * inserts, updates, deletes, key changes (also of TOASTed rows whose TOAST columns do not
   change, twice in one transaction, and rows moving between partitions), multi-row and
-  large statements, TRUNCATE, ``ALTER TABLE accounts ADD COLUMN`` / ``DROP COLUMN``,
+  large statements, TRUNCATE, ``ALTER TABLE accounts ADD COLUMN`` (half of them with a
+  DEFAULT) / ``DROP COLUMN``,
   multi-statement transactions, rolled-back transactions and rolled-back savepoints.
 
 Rows exist before walcast starts (the initial load is exercised, while the writer goes on).
@@ -254,6 +255,17 @@ def blob(rng: random.Random) -> bytes | None:
 
 
 COLUMN_TYPES = ("text", "integer", "numeric", "float8", "boolean", "timestamptz", "date")
+COLUMN_DEFAULTS = {
+    "text": "'soak default'",
+    "integer": "7",
+    "numeric": "12.50",
+    "float8": "0.25",
+    "boolean": "true",
+    "timestamptz": "'2024-05-02 18:17:29.5+02'",
+    "date": "'2024-02-29'",
+}
+"""A non-volatile DEFAULT per added column's type: half the ADD COLUMNs give one, which the
+rows stored before read without any change carrying it (the layout's ``missing``)."""
 
 
 def value_of(rng: random.Random, sql_type: str) -> Any:
@@ -542,7 +554,8 @@ class Writer:
         column, sql_type = f"c{self.added}", rng.choice(COLUMN_TYPES)
         self.columns[column] = sql_type
         self._ddl_kind = "added_columns"
-        return [(f"ALTER TABLE {SCHEMA}.accounts ADD COLUMN {column} {sql_type}", ())]
+        default = f" DEFAULT {COLUMN_DEFAULTS[sql_type]}" if rng.random() < 0.5 else ""
+        return [(f"ALTER TABLE {SCHEMA}.accounts ADD COLUMN {column} {sql_type}{default}", ())]
 
     def _ddl_undone(self) -> None:
         if self._ddl_before is not None:

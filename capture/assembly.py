@@ -99,6 +99,17 @@ def primary_key_resolver(side: SideConnection) -> Callable[[int, str, str], tupl
     return resolve
 
 
+def missing_value_resolver(
+    side: SideConnection,
+) -> Callable[[int], dict[str, str | None] | None]:
+    """The catalog lookup of a table's missing values (ADD COLUMN … DEFAULT), on ``side``."""
+
+    def resolve(relation_id: int) -> dict[str, str | None] | None:
+        return side.run(lambda conn: catalog.missing_values(conn, relation_id))
+
+    return resolve
+
+
 def connect_source(
     config: SourceConfig, formats: Sequence[str], side: SideConnection, *, load: bool
 ) -> ReplicationSource:
@@ -106,7 +117,11 @@ def connect_source(
     config = dataclasses.replace(config, hold_transactions=needs_transaction_sizes(formats))
     if load:
         config = dataclasses.replace(config, messages=True)
-    return ReplicationSource(config, key_resolver=primary_key_resolver(side))
+    return ReplicationSource(
+        config,
+        key_resolver=primary_key_resolver(side),
+        missing_resolver=missing_value_resolver(side),
+    )
 
 
 def replication_pipeline(

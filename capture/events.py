@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -97,6 +97,13 @@ class Table:
     """Primary-key column names, in key order. The replica-identity columns unless the
     identity is FULL (pgoutput then flags every column), where it comes from the catalog
     when a key resolver is configured, and is empty otherwise."""
+    missing_values: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Column name → the value (PostgreSQL text) that rows stored before the column was
+    added read as: ``ALTER TABLE … ADD COLUMN … DEFAULT`` of a non-volatile expression
+    stores it once in the catalog (``pg_attribute.attmissingval``) and writes no row, so no
+    change carries it. Looked up when the Relation message arrives (a missing-value
+    resolver); empty when the table has none or no resolver is configured. Not part of
+    :attr:`layout_version`."""
     layout_version: str = field(init=False, repr=False)
     """The fingerprint of this layout (16 hex digits): schema, name, replica identity,
     primary key and each column's name, type OID, modifier and key flag. Equal layouts have

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+import structlog
+
 from capture.errors import BinaryTypeError, UnknownRelationError
 from capture.events import Column, Table
 from capture.lsn import format_lsn
@@ -31,8 +33,15 @@ from capture.pgoutput.messages import Relation, ReplicaIdentity, Type
 from capture.types import TypeRegistry
 from capture.types.facts import TypeFacts
 
+log = structlog.get_logger("walcast.relations")
+
 KeyResolver = Callable[[int, str, str], tuple[str, ...] | None]
 """(relation OID, schema, table) → primary-key column names, or None when unknown."""
+
+MissingResolver = Callable[[int], Mapping[str, str | None] | None]
+"""Relation OID → column name → the value rows stored before the column was added read as
+(:attr:`capture.events.Table.missing_values`; None for a column with a DEFAULT whose value
+for those rows the catalog no longer holds), or None when the catalog cannot be asked."""
 
 ElementResolver = Callable[[int], tuple[int, str, str] | None]
 """Array type OID → (element OID, namespace, name), the element named as a pgoutput Type
@@ -51,6 +60,8 @@ class RelationCache:
 
     ``key_resolver`` (optional) looks up primary keys in the catalog for tables whose
     replica identity is FULL; it is called once per Relation message, never per row.
+    ``missing_resolver`` (optional) looks up the values rows stored before an ADD COLUMN
+    read as (:attr:`capture.events.Table.missing_values`), once per Relation message.
     ``element_resolver`` (optional) looks up the element type of an array of a
     non-catalog type (a domain's array, whose binary elements carry the domain's OID that
     no Type message may have named); it is called once per such array type.
@@ -66,11 +77,13 @@ class RelationCache:
         key_resolver: KeyResolver | None = None,
         element_resolver: ElementResolver | None = None,
         *,
+        missing_resolver: MissingResolver | None = None,
         binary: bool = False,
         type_resolver: TypeResolver | None = None,
     ) -> None:
         self.types = types if types is not None else TypeRegistry()
         self.key_resolver = key_resolver
+        self.missing_resolver = missing_resolver
         self.element_resolver = element_resolver
         self.binary = binary
         self.type_resolver = type_resolver
@@ -128,10 +141,38 @@ class RelationCache:
             column_names=tuple(c.name for c in columns),
             key_indexes=key_indexes,
             primary_key=primary_key,
+            missing_values=self._missing_values(message),
         )
         self._tables[message.relation_id] = table
         self.rows_by_id[message.relation_id] = (table, all_text_kinds(len(columns)))
         return table
+
+    def _missing_values(self, message: Relation) -> Mapping[str, str]:
+        """The catalog's missing values of the message's columns (none without a resolver).
+
+        A column new since the table's previous Relation message in this cache, with a
+        DEFAULT whose value for the rows stored before the catalog does not hold, gets one
+        warning: those rows' values are in no change (a reload brings them).
+        """
+        if self.missing_resolver is None:
+            return {}
+        found = self.missing_resolver(message.relation_id) or {}
+        names = {c.name for c in message.columns}
+        previous = self._tables.get(message.relation_id)
+        if previous is not None:
+            table = f"{message.namespace or 'pg_catalog'}.{message.name}"
+            for name in sorted(names - set(previous.column_names)):
+                if name in found and found[name] is None:
+                    log.warning(
+                        "added_column_values_unknown",
+                        table=table,
+                        column=name,
+                        detail="the column has a DEFAULT, and the catalog no longer says "
+                        "what the rows stored before it was added read (a volatile DEFAULT "
+                        "or a table rewrite since): they are in no change",
+                        hint=f"reload the table: walcast snapshot --table {table}",
+                    )
+        return {n: v for n, v in found.items() if n in names and v is not None}
 
     def _check_binary(self, message: Relation, lsn: int | None) -> None:
         """Describe the non-built-in column types, then refuse any the registry cannot decode."""

@@ -291,19 +291,58 @@ def _by_position(a: Column, b: Column) -> Column:
     return F.when(x < y, F.lit(-1)).when(x > y, F.lit(1)).otherwise(F.lit(0))
 
 
-def row_key(image: Column) -> Column:
-    """Identity of a whole row (multiset tables): the image as JSON, columns sorted."""
-    return F.to_json(F.map_from_entries(F.array_sort(F.map_entries(image))))
+def row_key(image: Column, columns: Sequence[str] | None = None) -> Column:
+    """Identity of a whole row (multiset tables): the image's non-null values as JSON.
+
+    Only ``columns`` count (the table's columns as its newest layout has them; every column
+    of the image when None), sorted by name, and a NULL counts as absent. So a row has one
+    key across its table's layouts: a column added since (NULL in the rows written before,
+    absent from their images) and a column dropped since (absent from the images written
+    after) change no row's key. Invariant: ``row_key(rekey_image(k), columns)`` of a key
+    ``k`` made with more columns or with NULLs is the key of the same row made now
+    (:func:`rekeyed`). Null for a null image.
+    """
+    if columns is None:
+        kept = F.map_filter(image, lambda _, v: v.isNotNull())
+    else:
+        wanted = F.array(*[F.lit(c) for c in columns]).cast("array<string>")
+        kept = F.map_filter(image, lambda k, v: v.isNotNull() & F.array_contains(wanted, k))
+    return F.to_json(F.map_from_entries(F.array_sort(F.map_entries(kept))))
 
 
-def fold_multiset(changes: DataFrame) -> DataFrame:
-    """Per whole-row identity: ``_row_key``, ``_delta`` (copies added or removed), ``_row``."""
+def rekeyed(key: Column, columns: Sequence[str], added: Sequence[tuple[str, str]] = ()) -> Column:
+    """A stored row key (:func:`row_key`'s JSON) made again over ``columns``.
+
+    A key written before a DROP COLUMN (or by walcast before 0.2, which kept NULLs) becomes
+    the key the row's images have now, so the row's later changes find it. ``added``:
+    columns the row now holds with these (text) values, which its key did not name (a
+    column added with a DEFAULT: :mod:`pipeline.added_columns`).
+    """
+    image = F.from_json(key, "map<string,string>")
+    if added:
+        names = F.array(*[F.lit(n) for n, _ in added]).cast("array<string>")
+        image = F.map_concat(
+            F.map_filter(image, lambda k, _: ~F.array_contains(names, k)),
+            F.create_map(*[F.lit(x) for pair in added for x in pair]),
+        )
+    return row_key(image, columns)
+
+
+def fold_multiset(changes: DataFrame, columns: Sequence[str] | None = None) -> DataFrame:
+    """Per whole-row identity: ``_row_key``, ``_delta`` (copies added or removed), ``_row``.
+
+    ``columns``: the columns a row's identity covers (:func:`row_key`).
+    """
     op = F.col("op")
     minus = F.struct(
-        row_key(F.col("before")).alias("k"), F.lit(-1).alias("d"), F.col("before").alias("row")
+        row_key(F.col("before"), columns).alias("k"),
+        F.lit(-1).alias("d"),
+        F.col("before").alias("row"),
     )
     plus = F.struct(
-        row_key(F.col("after")).alias("k"), F.lit(1).alias("d"), F.col("after").alias("row")
+        row_key(F.col("after"), columns).alias("k"),
+        F.lit(1).alias("d"),
+        F.col("after").alias("row"),
     )
     deltas = (
         F.when(op == "insert", F.array(plus))

@@ -49,14 +49,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from capture.errors import ConfigError
+from pipeline.added_columns import PENDING_FILL, add_and_fill
 from pipeline.conflicts import retry_conflicts
 from pipeline.fold import without_truncated
 from pipeline.lineage import with_lineage
 from pipeline.model import LOG_ORDER
+from pipeline.row_keys import ROW_KEY_COLUMNS, keep_row_keys, sql_string
 from pipeline.stores import (
     _merge_by_key,  # the Delta store's MERGEs, shared on purpose
     _merge_multiset,
@@ -242,6 +244,15 @@ class _IcebergTarget:
         self._clauses.append(f"WHEN MATCHED{_and(condition)} THEN UPDATE SET {assignments}")
         return self
 
+    def update(self, set: dict[str, Column]) -> None:  # noqa: A002 - DeltaTable's keyword
+        """Give every row the ``set`` columns' values (quoted name → expression).
+
+        One Iceberg commit, which overwrites the table with itself so changed.
+        """
+        table = self.toDF()
+        row = [set.get(_quote(c), F.col(_quote(c))).alias(c) for c in table.columns]
+        table.select(*row).writeTo(self.name).overwrite(F.lit(True))  # noqa: FBT003
+
     def whenNotMatchedInsert(  # noqa: N802
         self, condition: str | None = None, values: dict[str, str] | None = None
     ) -> _IcebergTarget:
@@ -298,19 +309,37 @@ def apply_iceberg(
     base, spec = source_spec(spec), stored_spec(spec)
     catalog = catalog_for(spark, root)
     name = table_name(catalog, spec.schema, spec.table, source)
-    if not spark.catalog.tableExists(name):
+    created = not spark.catalog.tableExists(name)
+    if created:
         empty_table(spark, spec).writeTo(name).using("iceberg").create()
+    properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
     stored = stored_types(spark.table(name))
     widened = checked_type_changes(stored, spec.columns, "iceberg")
     missing = [(n, t) for n, t in spec.columns if n not in stored]
-    if missing:
-        cols = ", ".join(f"{_quote(n)} {t}" for n, t in missing)
-        spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
+    target = _IcebergTarget(spark, name)
+
+    def add() -> _IcebergTarget:
+        if missing:
+            cols = ", ".join(f"{_quote(n)} {t}" for n, t in missing)
+            spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
+        return target
+
+    def record(key: str) -> Callable[[str], object]:
+        return lambda value: spark.sql(
+            f"ALTER TABLE {name} SET TBLPROPERTIES ('{key}' = {sql_string(value)})"
+        )
+
+    add_and_fill(
+        base, [n for n, _ in missing], properties.get(PENDING_FILL), add=add,
+        record=record(PENDING_FILL),
+        clear=lambda: spark.sql(
+            f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ('{PENDING_FILL}')"
+        ),
+    )  # fmt: skip
     for change in widened:  # Iceberg's type promotion, in place
         spark.sql(f"ALTER TABLE {name} ALTER COLUMN {_quote(change.column)} TYPE {change.new}")
     done = last_commit(spark, name, app_id)
     kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
-    target = _IcebergTarget(spark, name)
 
     def pending(step: str) -> bool:
         return done is None or (batch_id, STEPS[step]) > done
@@ -320,6 +349,11 @@ def apply_iceberg(
 
     kept_out = 0
     what = f"{spec.schema}.{spec.table} batch {batch_id}"
+    if not spec.primary_key:
+        keep_row_keys(
+            target, properties.get(ROW_KEY_COLUMNS), base.names, created=created, what=what,
+            record=record(ROW_KEY_COLUMNS),
+        )  # fmt: skip
     # a lost race with another writer (walcast spark maintain) committed nothing: run again
     if truncated and pending("truncate"):
         retry_conflicts(

@@ -73,8 +73,10 @@ def with_lineage(changes: DataFrame) -> DataFrame:
     return changes.withColumn("after", F.when(writes, image).otherwise(F.col("after")))
 
 
-def multiset_lineage(changes: DataFrame, order: Sequence[str] = LOG_ORDER) -> DataFrame:
-    """The three columns per row image (``_row_key``, as :func:`~pipeline.fold.fold_multiset`).
+def multiset_lineage(
+    changes: DataFrame, order: Sequence[str] = LOG_ORDER, columns: Sequence[str] | None = None
+) -> DataFrame:
+    """The three columns per row image (``_row_key`` over ``columns``, as in fold_multiset).
 
     They are the last change's (in ``order``) that added or removed a copy of the image.
     """
@@ -86,8 +88,8 @@ def multiset_lineage(changes: DataFrame, order: Sequence[str] = LOG_ORDER) -> Da
     )
     images = F.filter(
         F.array(
-            F.when(F.col("op").isin("delete", "update"), row_key(F.col("before"))),
-            F.when(F.col("op").isin("insert", "update"), row_key(F.col("after"))),
+            F.when(F.col("op").isin("delete", "update"), row_key(F.col("before"), columns)),
+            F.when(F.col("op").isin("insert", "update"), row_key(F.col("after"), columns)),
         ),
         lambda k: k.isNotNull(),
     )

@@ -47,6 +47,7 @@ Steps 1 to 3 live in :mod:`pipeline.fold` (no I/O), step 4 and the table specs i
 # (PySpark idioms: `functions as F`, `F.lit(True)`)
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +61,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from capture.errors import ConfigError, WalcastError
 from capture.state.identity import SourceIdentity
 from pipeline import preflight
+from pipeline.added_columns import fill_images
 from pipeline.delta_versions import BatchRange
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
@@ -227,19 +229,21 @@ def apply_batch(
         try:
             if history:
                 check_history_types(spark, path, history_spec)
+            # the rows stored before a column added with a DEFAULT read its value
+            filled = fill_images(part, spec.missing, keyless=not spec.primary_key)
             if iceberg:
                 apply_iceberg(
-                    spark, state_root, spec, part, batch_id, f"{app_id}:{path}", order,
+                    spark, state_root, spec, filled, batch_id, f"{app_id}:{path}", order,
                     source=source,
                 )  # fmt: skip
             elif delta:
                 apply_delta(
-                    spark, path, spec, part, batch_id, f"{app_id}:{path}", order,
+                    spark, path, spec, filled, batch_id, f"{app_id}:{path}", order,
                     change_data_feed=change_data_feed,
                     applied=ranges.get((source, schema, table)),
                 )  # fmt: skip
             else:
-                apply_parquet(spark, path, spec, part, batch_id, order)
+                apply_parquet(spark, path, spec, filled, batch_id, order)
         except TypeChangeRefused as refusal:
             refusals.append(_refused(part, refusal))
             (report or _stderr)(
@@ -329,8 +333,8 @@ def with_retired(
     if not gone:
         return spec
     extra = tuple((n, earlier.get(n) or spark_type(None, None, typed=typed)) for n in gone)
-    return TableSpec(
-        spec.schema, spec.table, spec.columns + extra, spec.primary_key, spec.retired + tuple(gone)
+    return dataclasses.replace(
+        spec, columns=spec.columns + extra, retired=spec.retired + tuple(gone)
     )
 
 

@@ -35,27 +35,32 @@ load: ``walcast snapshot --table``). "Every column" is the table spec's columns 
 layout, or the changes): a change that sent all of them still upserts a row the table
 does not hold, as before. Decision where the rule is vague: a change older than a column
 added later (``ALTER TABLE … ADD COLUMN``) did not send that column either, so it too is
-kept out rather than stored with a NULL PostgreSQL may not hold (the column's default).
+kept out rather than stored with a NULL PostgreSQL may not hold (the column's default),
+unless the layout names the value the rows stored before the ADD read, which such a change
+then carries (:func:`pipeline.added_columns.fill_images`).
 """
 
 # ruff: noqa: N812, FBT003
 # (PySpark idioms: `functions as F`, `F.lit(True)`)
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pipeline.added_columns import PENDING_FILL, add_and_fill
 from pipeline.conflicts import retry_conflicts
 from pipeline.delta_versions import USER_METADATA, BatchRange, commit_metadata
-from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, without_truncated
+from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, rekeyed, without_truncated
 from pipeline.lineage import LINEAGE_COLUMNS, LINEAGE_NAMES, multiset_lineage, with_lineage
 from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text, spark_type
+from pipeline.row_keys import ROW_KEY_COLUMNS, keep_row_keys, sql_string
 from pipeline.tables import (
     CURRENT,
     ICEBERG_HINT,
@@ -74,13 +79,13 @@ def stored_spec(spec: TableSpec) -> TableSpec:
     """The spec of the stored table: the source's columns, then the lineage columns."""
     names = set(spec.names)
     extra = tuple(c for c in LINEAGE_COLUMNS if c[0] not in names)
-    return TableSpec(spec.schema, spec.table, spec.columns + extra, spec.primary_key, spec.retired)
+    return dataclasses.replace(spec, columns=spec.columns + extra)
 
 
 def source_spec(spec: TableSpec) -> TableSpec:
     """The spec without the lineage columns (what the changes' images carry)."""
     columns = tuple(c for c in spec.columns if c[0] not in LINEAGE_NAMES)
-    return TableSpec(spec.schema, spec.table, columns, spec.primary_key, spec.retired)
+    return dataclasses.replace(spec, columns=columns)
 
 
 def spec_from_layout(layout: Any, *, typed: bool = True) -> TableSpec:
@@ -89,7 +94,12 @@ def spec_from_layout(layout: Any, *, typed: bool = True) -> TableSpec:
         (c["name"], spark_type(c["type"], c["declared_type"], typed=typed))
         for c in layout["columns"]
     )
-    return TableSpec(layout["schema"], layout["table"], cols, tuple(layout["primary_key"] or ()))
+    missing = tuple(
+        (c["name"], c["missing"]) for c in layout["columns"] if c["missing"] is not None
+    )
+    return TableSpec(
+        layout["schema"], layout["table"], cols, tuple(layout["primary_key"] or ()), (), missing
+    )
 
 
 def spec_from_changes(
@@ -330,12 +340,19 @@ def apply_parquet(
     current = spark.read.parquet(f"{path}/{version}") if version else empty_table(spark, spec)
     for change in checked_type_changes(stored_types(current), spec.columns, "parquet"):
         current = current.withColumn(change.column, F.col(change.column).cast(change.new))
+    defaults = dict(spec.missing)  # added with a DEFAULT: the stored rows read it
+    added = [
+        (n, defaults[n]) for n, _ in spec.columns if n not in current.columns and n in defaults
+    ]
     for n, t in spec.columns:
         if n not in current.columns:
-            current = current.withColumn(n, F.lit(None).cast(t))
+            filled = from_text(F.lit(defaults[n]), t) if n in defaults else F.lit(None).cast(t)
+            current = current.withColumn(n, filled)
     kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
     if truncated:
         current = empty_table(spark, spec)
+    elif not spec.primary_key:  # the whole table is rewritten anyway: every key made now
+        current = current.withColumn(ROW_KEY, rekeyed(F.col(ROW_KEY), base.names, added))
     out_cols = spec.names + ([] if spec.primary_key else [ROW_KEY])
     kept_out = 0
     persisted: DataFrame | None = None
@@ -377,7 +394,7 @@ def apply_parquet(
         # counted before the write: the write's switch deletes the version read here
         kept_out = _report_kept_out(spec, joined.where(orphan).select("_key"))
     else:
-        deltas = fold_multiset(kept)
+        deltas = fold_multiset(kept, base.names)
         counts = current.groupBy(ROW_KEY).count()
         affected = (
             deltas.join(counts, deltas["_row_key"] == counts[ROW_KEY], "left")
@@ -388,7 +405,7 @@ def apply_parquet(
                     "n"
                 ),
             )
-            .join(multiset_lineage(kept, order), "_row_key", "left")
+            .join(multiset_lineage(kept, order, base.names), "_row_key", "left")
         )
         copy = F.struct("_row", "_row_key", *LINEAGE_NAMES)
         copies = affected.select(
@@ -435,7 +452,8 @@ def apply_delta(
     from delta.tables import DeltaTable  # noqa: PLC0415
 
     base, spec = source_spec(spec), stored_spec(spec)
-    if not DeltaTable.isDeltaTable(spark, path):
+    created = not DeltaTable.isDeltaTable(spark, path)
+    if created:
         # with the feed from the table's first version on: a reader may start at version 0
         default = "spark.databricks.delta.properties.defaults.enableChangeDataFeed"
         if change_data_feed:
@@ -446,18 +464,41 @@ def apply_delta(
             if change_data_feed:
                 spark.conf.unset(default)
     target = DeltaTable.forPath(spark, path)
+    detail = target.detail().select("properties").first()
+    properties = (detail[0] if detail is not None else None) or {}
     stored = stored_types(target.toDF())
     widened = checked_type_changes(stored, spec.columns, "delta")
     missing = [(n, t) for n, t in spec.columns if n not in stored]
-    if missing:
-        cols = ", ".join(f"`{n}` {t}" for n, t in missing)
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+
+    def add() -> Any:
+        if missing:
+            cols = ", ".join(f"`{n}` {t}" for n, t in missing)
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        return DeltaTable.forPath(spark, path)
+
+    def record(key: str) -> Callable[[str], object]:
+        return lambda value: spark.sql(
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{key}' = {sql_string(value)})"
+        )
+
+    target = add_and_fill(
+        base, [n for n, _ in missing], properties.get(PENDING_FILL), add=add,
+        record=record(PENDING_FILL),
+        clear=lambda: spark.sql(
+            f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ('{PENDING_FILL}')"
+        ),
+    )  # fmt: skip
     if widened:
         widen_delta(spark, path, widened)
-    if missing or widened:
         target = DeltaTable.forPath(spark, path)
     if change_data_feed:
         _enable_change_data_feed(spark, target, path)
+    what = f"{spec.schema}.{spec.table} batch {batch_id}"
+    if not spec.primary_key:
+        keep_row_keys(
+            target, properties.get(ROW_KEY_COLUMNS), base.names, created=created, what=what,
+            record=record(ROW_KEY_COLUMNS),
+        )  # fmt: skip
     kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
 
     def txn(step: str) -> None:
@@ -467,7 +508,6 @@ def apply_delta(
             spark.conf.set(USER_METADATA, commit_metadata(batch_id, applied))
 
     kept_out = 0
-    what = f"{spec.schema}.{spec.table} batch {batch_id}"
     try:
         if truncated:
             txn("truncate")
@@ -596,7 +636,7 @@ def _merge_multiset(
 
     The lineage columns come from :func:`~pipeline.lineage.multiset_lineage`.
     """
-    deltas = fold_multiset(changes).persist()
+    deltas = fold_multiset(changes, spec.names).persist()
     current = target.toDF()
     counts = (
         current.join(deltas.select("_row_key"), current[ROW_KEY] == F.col("_row_key"))
@@ -610,7 +650,7 @@ def _merge_multiset(
             "_row",
             F.greatest(F.coalesce(F.col("count"), F.lit(0)) + F.col("_delta"), F.lit(0)).alias("n"),
         )
-        .join(multiset_lineage(changes, order), "_row_key", "left")
+        .join(multiset_lineage(changes, order, spec.names), "_row_key", "left")
     )
     old = affected.select(
         F.lit("old").alias("_kind"),

@@ -44,6 +44,9 @@ class TableSpec:
     no longer has: dropped (or renamed) at the source after those changes. Stored when a
     change sends them, never required of a change (a row inserted after the DROP has no
     such column)."""
+    missing: tuple[tuple[str, str], ...] = ()
+    """Columns the source added with a DEFAULT, each with the value (PostgreSQL text) the
+    rows stored before read as (the layout's ``missing``: :mod:`pipeline.added_columns`)."""
 
     @property
     def names(self) -> list[str]:

@@ -75,7 +75,9 @@ def layout_record(table: Table) -> dict[str, Any]:
     """Describe ``table`` in the layout record walcast publishes per Relation message.
 
     ``columns`` are in column order (the order of the Relation message and of every
-    format's values).
+    format's values). A column added with a DEFAULT that rows stored before read as has
+    ``missing``, that value as PostgreSQL's text (:attr:`capture.events.Table.missing_values`;
+    materialize gives it to those rows, whose changes never carried the column).
     """
     columns = [
         {
@@ -88,6 +90,7 @@ def layout_record(table: Table) -> dict[str, Any]:
             "key": c.is_key,
             "primary_key": c.name in table.primary_key,
             "rendering": rendering(c),
+            **({"missing": table.missing_values[c.name]} if c.name in table.missing_values else {}),
         }
         for i, c in enumerate(table.columns)
     ]

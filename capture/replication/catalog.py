@@ -52,6 +52,27 @@ def primary_key(conn: psycopg.Connection[Any], relation_id: int) -> tuple[str, .
     return tuple(str(r[0]) for r in rows) or None
 
 
+def missing_values(conn: psycopg.Connection[Any], relation_id: int) -> dict[str, str | None]:
+    """Column → the value (text) rows stored before the column was added read as.
+
+    PostgreSQL 11+ adds a column with a non-volatile DEFAULT without rewriting the table:
+    the value is stored once, ``pg_attribute.attmissingval`` (a one-element array of the
+    column's type; its element's text is the column's output function's), and every row
+    stored before reads it. A column with a DEFAULT but no such value maps to None: added
+    with a volatile DEFAULT (the table was rewritten with a value per row), or the table
+    was rewritten since (``VACUUM FULL``, ``CLUSTER``, ``ALTER … TYPE``), or the DEFAULT
+    was set after the ADD. Columns without a DEFAULT are not in the result.
+    """
+    rows = conn.execute(
+        "SELECT a.attname, CASE WHEN a.atthasmissing "
+        "THEN (a.attmissingval::text::text[])[1] END FROM pg_attribute a "
+        "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped "
+        "AND (a.atthasmissing OR a.atthasdef)",
+        (relation_id,),
+    ).fetchall()
+    return {str(name): None if value is None else str(value) for name, value in rows}
+
+
 _TABLE_COLUMNS: Final = (
     "c.oid::int8, n.nspname, c.relname, "
     "  CASE WHEN c.relreplident = 'i' AND NOT EXISTS (SELECT 1 FROM pg_index ri "

@@ -171,7 +171,11 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
         )
         self._splice = Splice(
             self._conn,
-            RelationCache(types=inner.relations.types, key_resolver=inner.relations.key_resolver),
+            RelationCache(
+                types=inner.relations.types,
+                key_resolver=inner.relations.key_resolver,
+                missing_resolver=inner.relations.missing_resolver,
+            ),
             publications=self.publications,
             loading=self._assigner.load_of,
             # late-bound: runner and tail set ``stop`` after construction

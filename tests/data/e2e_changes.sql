@@ -1,7 +1,7 @@
 -- Changes of the end-to-end test, after the initial load of e2e_existing.sql's rows:
 -- inserts, updates (one changing the primary key),
 -- deletes, REPLICA IDENTITY FULL updates/deletes of duplicate rows, a TRUNCATE followed
--- by new rows, column types widened, a rolled-back transaction and one transaction over
+-- by new rows, column types widened, columns added, a rolled-back transaction and one transaction over
 -- two tables.
 SET search_path = walcast_e2e;
 
@@ -35,6 +35,15 @@ ALTER TABLE events ALTER COLUMN n TYPE bigint;
 INSERT INTO events VALUES ('2024-05-01 00:00:00+00', 'wide', 3000000000);
 ALTER TABLE customers ALTER COLUMN email TYPE varchar(200);
 UPDATE customers SET email = repeat('x', 150) WHERE id = 2;
+
+-- Columns added (issue 32): with a non-volatile DEFAULT, which PostgreSQL gives the rows
+-- stored before without writing them (no change carries it), and without one; then
+-- changes of rows stored before, in the keyless table too (found by their whole image).
+ALTER TABLE customers ADD COLUMN tier text NOT NULL DEFAULT 'basic';
+UPDATE customers SET tier = 'gold' WHERE id = 3;
+ALTER TABLE events ADD COLUMN origin text DEFAULT 'app', ADD COLUMN weight integer;
+UPDATE events SET weight = 5 WHERE kind = 'changed';
+DELETE FROM events WHERE kind = 'k2';
 
 -- Key moves of rows with an unchanged TOASTed body: loaded rows, and a streamed one.
 UPDATE docs SET id = 10 WHERE id = 1;

@@ -117,11 +117,14 @@ class Source:
     def publish(self, *tables: Table) -> None:
         self.published.extend(tables)
 
-    def batch(self, spark, *changes: tuple[Table, Op, dict[str, str]]):
+    def batch(self, spark, *changes: tuple):
+        """Normalized changes and layouts: each change ``(table, op, after)`` or ``(table, op,
+        before, after)``, a transaction of its own."""
         messages = []
-        for table, op, row in changes:
+        for table, op, *images in changes:
             self.lsn += 0x1000
-            change = event(op, table, after=row, xid=self.lsn, commit_lsn=self.lsn)
+            before, after = (None, images[0]) if len(images) == 1 else images
+            change = event(op, table, before=before, after=after, xid=self.lsn, commit_lsn=self.lsn)
             for item in transaction(change):
                 messages.extend(m for m in self.encoder.encode(item) if m.kind == "change")
         layouts = parse_layouts(
