@@ -193,21 +193,46 @@ class Tables:
             if bag[row] == 0:
                 del bag[row]
 
-    def rows(self, table: str, columns: Sequence[str]) -> list[tuple[Any, ...]]:
-        """The table's rows as tuples of ``columns`` (absent columns None), unsorted; a
-        keyless row as often as its count (a count below zero gives none)."""
+    def rows(
+        self, table: str, columns: Sequence[str], missing: Mapping[str, str] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """The table's rows as tuples of ``columns``, unsorted; a keyless row as often as its
+        count (a count below zero gives none). A column a row's image lacks (encoded before
+        the column was added) is ``missing``'s value for it (the layout's: README, "A
+        column added with a DEFAULT"), else None."""
+        absent = missing or {}
         if self.keys[table] is None:
             return [
-                tuple(dict(row).get(c) for c in columns)
+                tuple(dict(row).get(c, absent.get(c)) for c in columns)
                 for row, n in self.bags[table].items()
                 for _ in range(max(n, 0))
             ]
-        return [tuple(row.get(c) for c in columns) for row in self.keyed[table].values()]
+        return [
+            tuple(row.get(c, absent.get(c)) for c in columns) for row in self.keyed[table].values()
+        ]
 
     def below_zero(self) -> dict[str, list[Row]]:
         """Keyless rows deleted more often than added, per table (empty when none)."""
         out = {t: sorted(r for r, n in bag.items() if n < 0) for t, bag in self.bags.items()}
         return {t: rows for t, rows in out.items() if rows}
+
+
+def missing_values(layouts: Iterable[D]) -> dict[tuple[str, str], dict[str, str]]:
+    """``(source, table)`` → column → ``missing``, from the schema topic's ``layouts`` in
+    offset order: each table's newest layout record (keyed ``<source>/<schema>.<table>/
+    <version>``) names the value rows stored before an ``ADD COLUMN … DEFAULT`` read."""
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for record in layouts:
+        key = getattr(record, "key", None)
+        value = getattr(record, "value", None)
+        if not key or not value:
+            continue
+        source = key.decode().rsplit("/", 2)[0]
+        layout = orjson.loads(value)
+        out[(source, layout["table"])] = {
+            c["name"]: c["missing"] for c in layout["columns"] if "missing" in c
+        }
+    return out
 
 
 @dataclass

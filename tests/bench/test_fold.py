@@ -8,7 +8,15 @@ from typing import Any
 import orjson
 import pytest
 
-from bench.kit.fold import MISSING_TOAST, Change, Tables, drop_replays, fold_json, lsn_number
+from bench.kit.fold import (
+    MISSING_TOAST,
+    Change,
+    Tables,
+    drop_replays,
+    fold_json,
+    lsn_number,
+    missing_values,
+)
 
 KEYS: dict[str, tuple[str, ...] | None] = {"t": ("id",), "bag": None}
 
@@ -124,3 +132,32 @@ def test_fold_json_applies_each_sources_changes_in_position_order() -> None:
     assert one.rows("bag", ["x"]) == [(5,)]
     assert folded.sources["s2"].rows("t", ["id", "v"]) == [(7, "b")]
     assert folded.sources["s2"].rows("bag", ["x"]) == []
+
+
+@dataclass
+class LayoutRecord:
+    key: bytes
+    value: bytes
+
+
+def test_rows_encoded_before_a_column_was_added_read_the_layout_s_missing_value() -> None:
+    source = "7/db/slot"
+    layouts = [  # the schema topic's records, oldest first
+        LayoutRecord(f"{source}/public.t/v1".encode(),
+                     orjson.dumps({"table": "t", "columns": [{"name": "id"}, {"name": "v"}]})),
+        LayoutRecord(f"{source}/public.t/v2".encode(),
+                     orjson.dumps({"table": "t", "columns": [
+                         {"name": "id"}, {"name": "v"}, {"name": "tier", "missing": "basic"}]})),
+    ]  # fmt: skip
+    missing = missing_values(layouts)
+    assert missing == {(source, "t"): {"tier": "basic"}}
+    tables = Tables(KEYS)
+    tables.apply(Change("t", "insert", None, {"id": 1, "v": "before the ADD"}, 1))
+    tables.apply(Change("t", "insert", None, {"id": 2, "v": "after", "tier": None}, 2))
+    tables.apply(Change("t", "insert", None, {"id": 3, "v": "after", "tier": "gold"}, 3))
+    assert sorted(tables.rows("t", ["id", "tier"], missing[(source, "t")])) == [
+        (1, "basic"),
+        (2, None),
+        (3, "gold"),
+    ]
+    assert sorted(tables.rows("t", ["id", "tier"])) == [(1, None), (2, None), (3, "gold")]
