@@ -167,9 +167,10 @@ class RelationCache:
                         "added_column_values_unknown",
                         table=table,
                         column=name,
-                        detail="the column has a DEFAULT, and the catalog no longer says "
-                        "what the rows stored before it was added read (a volatile DEFAULT "
-                        "or a table rewrite since): they are in no change",
+                        detail="the column has a DEFAULT, and the catalog does not say what "
+                        "the rows stored before the ADD read (a volatile DEFAULT or a table "
+                        "rewrite since gave them values that are in no change; a DEFAULT set "
+                        "after the ADD left them NULL)",
                         hint=f"reload the table: walcast snapshot --table {table}",
                     )
         return {n: v for n, v in found.items() if n in names and v is not None}

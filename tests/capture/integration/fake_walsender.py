@@ -68,6 +68,8 @@ def _answer(sql: str, slot: str) -> Answer:
         return Answer(columns, [(slot, "pgoutput", "logical", "fake", None, "0/100", "f")])
     if "FROM pg_replication_slots WHERE slot_name" in sql:
         return Answer([("one", _INT4)], [("1",)])
+    if "attmissingval" in sql:  # capture.replication.catalog.missing_values: no DEFAULTs
+        return Answer([("attname", _TEXT), ("attmissingval", _TEXT)], [])
     return Answer([], [])
 
 
