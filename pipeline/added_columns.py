@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from pipeline.fold import ROW_KEY, rekeyed
 from pipeline.pgtypes import from_text
-from pipeline.tables import TableSpec
+from pipeline.tables import TableProperties, TableSpec, quote_identifier
 
 PENDING_FILL = "walcast.pendingFill"
 """Table property (Delta, Iceberg): the added columns whose stored rows still await their
@@ -75,33 +75,27 @@ def fill_images(
 def add_and_fill(
     spec: TableSpec,
     adding: Sequence[str],
-    pending: str | None,
+    properties: TableProperties,
     *,
     add: Callable[[], Any],
-    record: Callable[[str], object],
-    clear: Callable[[], object],
 ) -> Any:
     """Add the columns ``adding`` to a table and give its stored rows their DEFAULT.
 
-    ``spec`` is the source's columns (no lineage ones); ``pending`` the table's
-    :data:`PENDING_FILL` (None: unset). ``add()`` adds the columns and returns the table
-    (a ``DeltaTable``, or the Iceberg store's stand-in); ``record(value)`` and ``clear()``
-    set and remove the property. Returns the table as ``add()`` returned it (None when
-    nothing was added).
+    ``spec`` is the source's columns (no lineage ones); ``properties`` the table's, where
+    :data:`PENDING_FILL` is kept. ``add()`` adds the columns (none to add: nothing) and
+    returns the table to fill (a ``DeltaTable``, or the Iceberg store's stand-in), which
+    this returns.
     """
+    pending = properties.get(PENDING_FILL)
     fills = {n: v for n, v in spec.missing if n in set(adding)}
     todo = {**(json.loads(pending) if pending else {}), **fills}
     if fills:
-        record(json.dumps(todo, sort_keys=True))
+        properties.set(PENDING_FILL, json.dumps(todo, sort_keys=True))
     target = add()
     if todo:
         _fill_stored(target, spec, todo)
-        clear()
+        properties.unset(PENDING_FILL)
     return target
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _fill_stored(target: Any, spec: TableSpec, fills: dict[str, str]) -> None:
@@ -111,7 +105,8 @@ def _fill_stored(target: Any, spec: TableSpec, fills: dict[str, str]) -> None:
     """
     types = dict(spec.columns)
     pairs = sorted(fills.items())
-    sets: dict[str, Column] = {_quoted(n): from_text(F.lit(v), types[n]) for n, v in pairs}
+    quoted = quote_identifier
+    sets: dict[str, Column] = {quoted(n): from_text(F.lit(v), types[n]) for n, v in pairs}
     if not spec.primary_key:
-        sets[_quoted(ROW_KEY)] = rekeyed(F.col(_quoted(ROW_KEY)), spec.names, pairs)
+        sets[quoted(ROW_KEY)] = rekeyed(F.col(quoted(ROW_KEY)), spec.names, pairs)
     target.update(set=sets)

@@ -53,12 +53,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from capture.errors import ConfigError
-from pipeline.added_columns import PENDING_FILL, add_and_fill
+from pipeline.added_columns import add_and_fill
 from pipeline.conflicts import retry_conflicts
 from pipeline.fold import without_truncated
 from pipeline.lineage import with_lineage
 from pipeline.model import LOG_ORDER
-from pipeline.row_keys import ROW_KEY_COLUMNS, keep_row_keys, sql_string
+from pipeline.row_keys import keep_row_keys
 from pipeline.stores import (
     _merge_by_key,  # the Delta store's MERGEs, shared on purpose
     _merge_multiset,
@@ -66,7 +66,8 @@ from pipeline.stores import (
     source_spec,
     stored_spec,
 )
-from pipeline.tables import TableSpec, source_dir
+from pipeline.tables import TableProperties, TableSpec, source_dir
+from pipeline.tables import quote_identifier as _quote
 from pipeline.type_changes import checked_type_changes, stored_types
 
 USER_CATALOG = "walcast"
@@ -115,10 +116,6 @@ def _warehouse(root: str) -> str:
     if "://" in root and not root.startswith("file:"):
         return root.rstrip("/")
     return str(Path(root.removeprefix("file://").removeprefix("file:")).resolve())
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def table_name(catalog: str, schema: str, table: str, source: str | None = None) -> str:
@@ -312,7 +309,7 @@ def apply_iceberg(
     created = not spark.catalog.tableExists(name)
     if created:
         empty_table(spark, spec).writeTo(name).using("iceberg").create()
-    properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+    properties = TableProperties.read(spark, name)
     stored = stored_types(spark.table(name))
     widened = checked_type_changes(stored, spec.columns, "iceberg")
     missing = [(n, t) for n, t in spec.columns if n not in stored]
@@ -324,18 +321,7 @@ def apply_iceberg(
             spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
         return target
 
-    def record(key: str) -> Callable[[str], object]:
-        return lambda value: spark.sql(
-            f"ALTER TABLE {name} SET TBLPROPERTIES ('{key}' = {sql_string(value)})"
-        )
-
-    add_and_fill(
-        base, [n for n, _ in missing], properties.get(PENDING_FILL), add=add,
-        record=record(PENDING_FILL),
-        clear=lambda: spark.sql(
-            f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ('{PENDING_FILL}')"
-        ),
-    )  # fmt: skip
+    add_and_fill(base, [n for n, _ in missing], properties, add=add)
     for change in widened:  # Iceberg's type promotion, in place
         spark.sql(f"ALTER TABLE {name} ALTER COLUMN {_quote(change.column)} TYPE {change.new}")
     done = last_commit(spark, name, app_id)
@@ -350,10 +336,7 @@ def apply_iceberg(
     kept_out = 0
     what = f"{spec.schema}.{spec.table} batch {batch_id}"
     if not spec.primary_key:
-        keep_row_keys(
-            target, properties.get(ROW_KEY_COLUMNS), base.names, created=created, what=what,
-            record=record(ROW_KEY_COLUMNS),
-        )  # fmt: skip
+        keep_row_keys(target, properties, base.names, created=created, what=what)
     # a lost race with another writer (walcast spark maintain) committed nothing: run again
     if truncated and pending("truncate"):
         retry_conflicts(

@@ -42,7 +42,14 @@ from typing import TYPE_CHECKING
 
 from capture.errors import ConfigError
 from pipeline.conflicts import retry_conflicts
-from pipeline.tables import CURRENT, HISTORY_DIR, ICEBERG_HINT, SOURCE_DIR_PREFIX, hadoop_fs
+from pipeline.tables import (
+    CURRENT,
+    HISTORY_DIR,
+    ICEBERG_HINT,
+    SOURCE_DIR_PREFIX,
+    hadoop_fs,
+    quote_identifier,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -230,7 +237,7 @@ def _delta(spark: SparkSession, table: FoundTable, options: MaintainOptions) -> 
         said.append(_compacted(removed, added))
     if options.expire:
         hours = options.retain_hours
-        quoted = "`" + table.path.replace("`", "``") + "`"
+        quoted = quote_identifier(table.path)
         with _vacuum_settings(spark):
             retry_conflicts(
                 f"{table.label} (VACUUM)",
@@ -272,7 +279,7 @@ def _iceberg(spark: SparkSession, root: str, table: FoundTable, options: Maintai
     from pipeline.iceberg_store import APP_ID, BATCH_ID, catalog_for  # noqa: PLC0415
 
     catalog = catalog_for(spark, root)
-    inner = ".".join("`" + p.replace("`", "``") + "`" for p in table.parts)
+    inner = ".".join(quote_identifier(p) for p in table.parts)
     name = f"`{catalog}`.{inner}"
     argument = inner.replace("'", "\\'")
     said = []

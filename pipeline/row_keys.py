@@ -15,13 +15,14 @@ makes every key again as it rewrites the table.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import functions as F  # noqa: N812
 
 from pipeline.conflicts import retry_conflicts
 from pipeline.fold import ROW_KEY, rekeyed
+from pipeline.tables import TableProperties
 
 ROW_KEY_COLUMNS = "walcast.rowKeyColumns"
 """Table property of a keyless Delta or Iceberg table: the columns its stored row keys
@@ -30,12 +31,11 @@ cover, a JSON list (:func:`keep_row_keys`)."""
 
 def keep_row_keys(
     target: Any,
-    recorded: str | None,
+    properties: TableProperties,
     columns: Sequence[str],
     *,
     created: bool,
     what: str,
-    record: Callable[[str], object],
 ) -> None:
     """Keep a keyless table's stored row keys equal to its rows' keys now.
 
@@ -44,23 +44,19 @@ def keep_row_keys(
     the row's changes (a DELETE would not remove it, an UPDATE would add a copy). Such
     keys, and any key of a table that records no columns (written by walcast before 0.2,
     whose keys held NULLs), are made again (:func:`_rekey`, one MERGE of the rows whose
-    key changes) before the batch is applied; then ``record`` stores ``columns`` as the
-    table's :data:`ROW_KEY_COLUMNS`. An added column changes no key: nothing to do but
+    key changes) before the batch is applied; then ``columns`` become the table's
+    :data:`ROW_KEY_COLUMNS` (in ``properties``). An added column changes no key: nothing to do but
     record it. Made again twice (a crash between the MERGE and the record), a key is the
     same: the step is idempotent.
     """
     value = json.dumps(sorted(columns))
+    recorded = properties.get(ROW_KEY_COLUMNS)
     if recorded == value:
         return
     stale = not created if recorded is None else bool(set(json.loads(recorded)) - set(columns))
     if stale:
         retry_conflicts(f"{what} (row keys)", lambda: _rekey(target, columns))
-    record(value)
-
-
-def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    properties.set(ROW_KEY_COLUMNS, value)
 
 
 def _rekey(target: Any, columns: Sequence[str]) -> None:

@@ -47,26 +47,28 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipeline.added_columns import PENDING_FILL, add_and_fill
+from pipeline.added_columns import add_and_fill
 from pipeline.conflicts import retry_conflicts
 from pipeline.delta_versions import USER_METADATA, BatchRange, commit_metadata
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, rekeyed, without_truncated
 from pipeline.lineage import LINEAGE_COLUMNS, LINEAGE_NAMES, multiset_lineage, with_lineage
 from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text, spark_type
-from pipeline.row_keys import ROW_KEY_COLUMNS, keep_row_keys, sql_string
+from pipeline.row_keys import keep_row_keys
 from pipeline.tables import (
     CURRENT,
     ICEBERG_HINT,
+    TableProperties,
     TableSpec,
     current_version,
     hadoop_fs,
+    quote_identifier,
     table_path,
     table_paths,
 )
@@ -464,41 +466,27 @@ def apply_delta(
             if change_data_feed:
                 spark.conf.unset(default)
     target = DeltaTable.forPath(spark, path)
-    detail = target.detail().select("properties").first()
-    properties = (detail[0] if detail is not None else None) or {}
+    properties = TableProperties.read(spark, f"delta.{quote_identifier(path)}")
     stored = stored_types(target.toDF())
     widened = checked_type_changes(stored, spec.columns, "delta")
     missing = [(n, t) for n, t in spec.columns if n not in stored]
 
     def add() -> Any:
-        if missing:
-            cols = ", ".join(f"`{n}` {t}" for n, t in missing)
-            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        if not missing:
+            return target
+        cols = ", ".join(f"`{n}` {t}" for n, t in missing)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
         return DeltaTable.forPath(spark, path)
 
-    def record(key: str) -> Callable[[str], object]:
-        return lambda value: spark.sql(
-            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{key}' = {sql_string(value)})"
-        )
-
-    target = add_and_fill(
-        base, [n for n, _ in missing], properties.get(PENDING_FILL), add=add,
-        record=record(PENDING_FILL),
-        clear=lambda: spark.sql(
-            f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ('{PENDING_FILL}')"
-        ),
-    )  # fmt: skip
+    target = add_and_fill(base, [n for n, _ in missing], properties, add=add)
     if widened:
         widen_delta(spark, path, widened)
         target = DeltaTable.forPath(spark, path)
     if change_data_feed:
-        _enable_change_data_feed(spark, target, path)
+        _enable_change_data_feed(properties)
     what = f"{spec.schema}.{spec.table} batch {batch_id}"
     if not spec.primary_key:
-        keep_row_keys(
-            target, properties.get(ROW_KEY_COLUMNS), base.names, created=created, what=what,
-            record=record(ROW_KEY_COLUMNS),
-        )  # fmt: skip
+        keep_row_keys(target, properties, base.names, created=created, what=what)
     kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
 
     def txn(step: str) -> None:
@@ -614,15 +602,14 @@ CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 """The Delta table property of the Change Data Feed."""
 
 
-def _enable_change_data_feed(spark: SparkSession, target: Any, path: str) -> None:
+def _enable_change_data_feed(properties: TableProperties) -> None:
     """Turn the table's Change Data Feed on, unless it is on.
 
     A table made by this option has it from its first version; one turned on later has a
     feed from that version on (a reader starts there: ``startingVersion``).
     """
-    properties = target.detail().select("properties").first()[0] or {}
     if properties.get(CHANGE_DATA_FEED) != "true":
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({CHANGE_DATA_FEED} = true)")
+        properties.set(CHANGE_DATA_FEED, "true")
 
 
 def _merge_multiset(

@@ -139,3 +139,50 @@ def table_paths(spark: SparkSession, root: str, schema: str, table: str) -> list
                 if is_table(spark, path):
                     found.append(path)
     return sorted(found)
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a Spark SQL identifier: in backticks, a backtick in it doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass
+class TableProperties:
+    """A Delta or Iceberg table's properties, read once, and kept as this object changes them.
+
+    ``table`` is the table as SQL names it (``delta.`<path>``` or a catalog identifier);
+    Delta and Iceberg answer the same statements.
+    """
+
+    spark: SparkSession
+    table: str
+    values: dict[str, str]
+
+    @classmethod
+    def read(cls, spark: SparkSession, table: str) -> TableProperties:
+        """The properties ``table`` has now (one ``SHOW TBLPROPERTIES``)."""
+        rows = spark.sql(f"SHOW TBLPROPERTIES {table}").collect()
+        return cls(spark, table, {str(r[0]): str(r[1]) for r in rows})
+
+    def get(self, key: str) -> str | None:
+        """The property's value, or None when the table does not have it."""
+        return self.values.get(key)
+
+    def set(self, key: str, value: str) -> None:
+        """Give the table the property (one commit)."""
+        self.spark.sql(
+            f"ALTER TABLE {self.table} SET TBLPROPERTIES ({sql_string(key)} = {sql_string(value)})"
+        )
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        """Take the property from the table (one commit; nothing when it has none)."""
+        self.spark.sql(
+            f"ALTER TABLE {self.table} UNSET TBLPROPERTIES IF EXISTS ({sql_string(key)})"
+        )
+        self.values.pop(key, None)

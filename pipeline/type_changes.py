@@ -45,6 +45,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipeline.tables import quote_identifier
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -177,5 +179,5 @@ def widen_delta(spark: SparkSession, path: str, widened: Sequence[TypeChange]) -
     table = f"delta.`{path}`"
     spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
     for change in widened:
-        column = change.column.replace("`", "``")
-        spark.sql(f"ALTER TABLE {table} ALTER COLUMN `{column}` TYPE {change.new}")
+        column = quote_identifier(change.column)
+        spark.sql(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE {change.new}")

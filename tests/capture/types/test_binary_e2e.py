@@ -33,7 +33,6 @@ import pytest
 from capture import assembly, tail
 from capture.errors import BinaryTypeError
 from capture.load_mode import SnapshotMode
-from capture.relcache import KeyResolver, MissingResolver
 from capture.replication.binary_check import binary_type_resolver, check_binary_columns
 from capture.source import ReplicationSource, SourceConfig
 from tests.capture.types._scratch import scratch_database
@@ -123,17 +122,12 @@ CATALOG_EVENTS = 4
 class WiredSource(ReplicationSource):
     """The replication source with binary mode wired as capture/source.py will wire it."""
 
-    def __init__(
-        self,
-        config: SourceConfig,
-        *,
-        key_resolver: KeyResolver | None = None,
-        missing_resolver: MissingResolver | None = None,
-    ) -> None:
+    def __init__(self, config: SourceConfig, **resolvers: Any) -> None:
+        """``resolvers``: ReplicationSource's keywords, passed on as they are."""
         if config.binary:
             with psycopg.connect(config.dsn) as conn:
                 check_binary_columns(conn, config.publications)
-        super().__init__(config, key_resolver=key_resolver, missing_resolver=missing_resolver)
+        super().__init__(config, **resolvers)
         if config.binary:
             self.relations.binary = True
             self.relations.type_resolver = binary_type_resolver(self._catalog, config.dsn)
