@@ -14,7 +14,7 @@ from the seed; only the interleaving with the faults depends on timing):
 * inserts, updates, deletes, key changes (also of TOASTed rows whose TOAST columns do not
   change, twice in one transaction, and rows moving between partitions), multi-row and
   large statements, TRUNCATE, ``ALTER TABLE accounts ADD COLUMN`` (half of them with a
-  DEFAULT) / ``DROP COLUMN``,
+  DEFAULT) / ``DROP COLUMN`` / ``RENAME COLUMN`` (to a new name, or to a dropped column's),
   multi-statement transactions, rolled-back transactions and rolled-back savepoints.
 
 Rows exist before walcast starts (the initial load is exercised, while the writer goes on).
@@ -137,7 +137,7 @@ from psycopg.types.json import Jsonb
 
 from bench.kit import kafka as k
 from bench.kit.daemon import RunningDaemon, confirmed_lsn, current_lsn
-from bench.kit.fold import Tables, fold_json, missing_values
+from bench.kit.fold import Tables, column_renames, fold_json, missing_values
 from capture.replication.slots import source_identity
 
 REPO = Path(__file__).resolve().parent.parent
@@ -308,6 +308,7 @@ class WriterStats:
     ddl: int = 0
     added_columns: int = 0
     dropped_columns: int = 0
+    renamed_columns: int = 0
     large: int = 0
     truncated_tables: set[str] = field(default_factory=set)
 
@@ -325,6 +326,8 @@ class Writer:
         self.columns = dict(ACCOUNT_COLUMNS)
         """The non-key columns of ``accounts`` now (ADD/DROP COLUMN change them)."""
         self.added = 0
+        self.dropped: dict[str, str] = {}
+        """Columns of ``accounts`` dropped so far → type (a rename may give a name again)."""
         self.next_id = {"accounts": 0, "docs": 0, "parted": 0, "pairs": 0}
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -495,6 +498,7 @@ class Writer:
         s.ddl += counts["ddl"]
         s.added_columns += counts["added_columns"]
         s.dropped_columns += counts["dropped_columns"]
+        s.renamed_columns += counts["renamed_columns"]
         s.large += counts["large"]
         s.truncated_tables |= truncated
 
@@ -536,20 +540,31 @@ class Writer:
         if discard and kind == "ddl":
             self._ddl_undone()
 
-    # ADD/DROP COLUMN: the column list changes with the statement; a savepoint or a
+    # ADD/DROP/RENAME COLUMN: the column list changes with the statement; a savepoint or a
     # transaction rolled back puts it back (see _transaction and _statement).
-    _ddl_before: dict[str, str] | None = None
+    _ddl_before: tuple[dict[str, str], dict[str, str]] | None = None
     _ddl_kind = "added_columns"
 
     def _ddl(self) -> list[Statement]:
         rng = self.rng
-        self._ddl_before = dict(self.columns)
+        self._ddl_before = (dict(self.columns), dict(self.dropped))
         droppable = [c for c in self.columns if c != "name"]
-        if droppable and (rng.random() < 0.45 or len(self.columns) > 9):
+        r = rng.random()
+        if droppable and (r < 0.35 or len(self.columns) > 9):
             column = rng.choice(droppable)
-            del self.columns[column]
+            self.dropped[column] = self.columns.pop(column)
             self._ddl_kind = "dropped_columns"
             return [(f"ALTER TABLE {SCHEMA}.accounts DROP COLUMN {column}", ())]
+        if droppable and r < 0.55:  # renamed: to a new name, or to a dropped column's
+            column = rng.choice(droppable)
+            sql_type = self.columns[column]
+            again = sorted(d for d, t in self.dropped.items() if t == sql_type)
+            self.added += 1
+            name = rng.choice(again) if again and rng.random() < 0.5 else f"r{self.added}"
+            self.dropped.pop(name, None)
+            self.columns = {name if c == column else c: t for c, t in self.columns.items()}
+            self._ddl_kind = "renamed_columns"
+            return [(f"ALTER TABLE {SCHEMA}.accounts RENAME COLUMN {column} TO {name}", ())]
         self.added += 1
         column, sql_type = f"c{self.added}", rng.choice(COLUMN_TYPES)
         self.columns[column] = sql_type
@@ -559,7 +574,7 @@ class Writer:
 
     def _ddl_undone(self) -> None:
         if self._ddl_before is not None:
-            self.columns = self._ddl_before
+            self.columns, self.dropped = (dict(d) for d in self._ddl_before)
 
     def _truncate(self) -> list[Statement]:
         rng = self.rng
@@ -1333,7 +1348,8 @@ class Report:
                 f"changed by {s.transactions:,} committed transactions ({s.rolled_back:,} "
                 f"rolled back; {s.statements:,} statements, {s.failed_statements:,} refused, "
                 f"{s.savepoints_rolled_back:,} savepoints rolled back); {s.added_columns} "
-                f"ADD COLUMN, {s.dropped_columns} DROP COLUMN, {s.truncates} TRUNCATE "
+                f"ADD COLUMN, {s.dropped_columns} DROP COLUMN, {s.renamed_columns} RENAME "
+                f"COLUMN, {s.truncates} TRUNCATE "
                 f"({truncated}), {s.large} large statements"
             )
         f = self.faults
@@ -1642,7 +1658,8 @@ def _check_json(options: Options, databases: list[Database], prefix: str, report
                          timeout=600)  # fmt: skip
     folded = fold_json(records, KEYS)
     layouts = k.read_all(options.bootstrap, [prefix + ".schemas"], timeout=600)
-    missing = missing_values(sorted(layouts, key=lambda r: (r.partition, r.offset)))
+    ordered = sorted(layouts, key=lambda r: (r.partition, r.offset))
+    missing, renames = missing_values(ordered), column_renames(ordered)
     result = report.formats["json"] = FormatResult()
     result.notes.append(f"{folded.messages:,} messages read, {folded.replays:,} replays dropped")
     for db in databases:
@@ -1656,7 +1673,10 @@ def _check_json(options: Options, databases: list[Database], prefix: str, report
                                 "(before the table's load)")  # fmt: skip
         for table in TABLES:
             expected = source_table(db.dsn, table)
-            got = state.rows(table, expected.columns, missing.get((db.source_key, table)))
+            got = state.rows(
+                table, expected.columns, missing.get((db.source_key, table)),
+                renames.get((db.source_key, table), []),
+            )  # fmt: skip
             _record(report, result, "json", db, table, expected, got)
     result.seconds = time.monotonic() - started
 

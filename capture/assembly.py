@@ -99,13 +99,13 @@ def primary_key_resolver(side: SideConnection) -> Callable[[int, str, str], tupl
     return resolve
 
 
-def missing_value_resolver(
+def column_resolver(
     side: SideConnection,
-) -> Callable[[int], dict[str, str | None] | None]:
-    """The catalog lookup of a table's missing values (ADD COLUMN … DEFAULT), on ``side``."""
+) -> Callable[[int], dict[str, catalog.CatalogColumn] | None]:
+    """The catalog lookup of a table's columns (numbers, DEFAULT values), on ``side``."""
 
-    def resolve(relation_id: int) -> dict[str, str | None] | None:
-        return side.run(lambda conn: catalog.missing_values(conn, relation_id))
+    def resolve(relation_id: int) -> dict[str, catalog.CatalogColumn] | None:
+        return side.run(lambda conn: catalog.catalog_columns(conn, relation_id))
 
     return resolve
 
@@ -120,7 +120,7 @@ def connect_source(
     return ReplicationSource(
         config,
         key_resolver=primary_key_resolver(side),
-        missing_resolver=missing_value_resolver(side),
+        column_resolver=column_resolver(side),
     )
 
 

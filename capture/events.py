@@ -104,6 +104,12 @@ class Table:
     change carries it. Looked up when the Relation message arrives (a missing-value
     resolver); empty when the table has none or no resolver is configured. Not part of
     :attr:`layout_version`."""
+    column_numbers: Mapping[str, int] = field(default_factory=dict, repr=False)
+    """Column name → its number in the catalog (``attnum``), which a RENAME COLUMN keeps and
+    no other column ever gets again: what tells a renamed column from a dropped one and a
+    new one. Looked up when the Relation message arrives (a column resolver); a column
+    whose name or type the catalog no longer has by then (later DDL) has none, and so has
+    every column without a resolver. Not part of :attr:`layout_version`."""
     layout_version: str = field(init=False, repr=False)
     """The fingerprint of this layout (16 hex digits): schema, name, replica identity,
     primary key and each column's name, type OID, modifier and key flag. Equal layouts have

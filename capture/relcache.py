@@ -21,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 
 import structlog
@@ -30,6 +31,7 @@ from capture.events import Column, Table
 from capture.lsn import format_lsn
 from capture.pgoutput.decoder import all_text_kinds
 from capture.pgoutput.messages import Relation, ReplicaIdentity, Type
+from capture.replication.catalog import CatalogColumn
 from capture.types import TypeRegistry
 from capture.types.facts import TypeFacts
 
@@ -38,10 +40,10 @@ log = structlog.get_logger("walcast.relations")
 KeyResolver = Callable[[int, str, str], tuple[str, ...] | None]
 """(relation OID, schema, table) → primary-key column names, or None when unknown."""
 
-MissingResolver = Callable[[int], Mapping[str, str | None] | None]
-"""Relation OID → column name → the value rows stored before the column was added read as
-(:attr:`capture.events.Table.missing_values`; None for a column with a DEFAULT whose value
-for those rows the catalog no longer holds), or None when the catalog cannot be asked."""
+ColumnResolver = Callable[[int], Mapping[str, CatalogColumn] | None]
+"""Relation OID → column name → what the catalog says of it now (its number, its DEFAULT's
+value for rows stored before an ADD COLUMN: :class:`~capture.replication.catalog.CatalogColumn`),
+or None when the catalog cannot be asked."""
 
 ElementResolver = Callable[[int], tuple[int, str, str] | None]
 """Array type OID → (element OID, namespace, name), the element named as a pgoutput Type
@@ -60,8 +62,9 @@ class RelationCache:
 
     ``key_resolver`` (optional) looks up primary keys in the catalog for tables whose
     replica identity is FULL; it is called once per Relation message, never per row.
-    ``missing_resolver`` (optional) looks up the values rows stored before an ADD COLUMN
-    read as (:attr:`capture.events.Table.missing_values`), once per Relation message.
+    ``column_resolver`` (optional) asks the catalog, once per Relation message, for the
+    values rows stored before an ADD COLUMN read as (:attr:`capture.events.Table.missing_values`)
+    and the columns' numbers (:attr:`capture.events.Table.column_numbers`).
     ``element_resolver`` (optional) looks up the element type of an array of a
     non-catalog type (a domain's array, whose binary elements carry the domain's OID that
     no Type message may have named); it is called once per such array type.
@@ -77,13 +80,13 @@ class RelationCache:
         key_resolver: KeyResolver | None = None,
         element_resolver: ElementResolver | None = None,
         *,
-        missing_resolver: MissingResolver | None = None,
+        column_resolver: ColumnResolver | None = None,
         binary: bool = False,
         type_resolver: TypeResolver | None = None,
     ) -> None:
         self.types = types if types is not None else TypeRegistry()
         self.key_resolver = key_resolver
-        self.missing_resolver = missing_resolver
+        self.column_resolver = column_resolver
         self.element_resolver = element_resolver
         self.binary = binary
         self.type_resolver = type_resolver
@@ -129,6 +132,7 @@ class RelationCache:
             primary_key = resolved or ()
         else:
             primary_key = tuple(columns[i].name for i in key_indexes)
+        missing, numbers = self._catalog_facts(message)
         table = Table(
             relation_id=message.relation_id,
             schema=schema,
@@ -141,39 +145,70 @@ class RelationCache:
             column_names=tuple(c.name for c in columns),
             key_indexes=key_indexes,
             primary_key=primary_key,
-            missing_values=self._missing_values(message),
+            missing_values=missing,
+            column_numbers=numbers,
         )
         self._tables[message.relation_id] = table
         self.rows_by_id[message.relation_id] = (table, all_text_kinds(len(columns)))
         return table
 
-    def _missing_values(self, message: Relation) -> Mapping[str, str]:
-        """The catalog's missing values of the message's columns (none without a resolver).
+    def _catalog_facts(self, message: Relation) -> tuple[dict[str, str], dict[str, int]]:
+        """The Table's ``missing_values`` and ``column_numbers``, from the catalog of now.
 
         A column new since the table's previous Relation message in this cache, with a
         DEFAULT whose value for the rows stored before the catalog does not hold, gets one
         warning: those rows' values are in no change (a reload brings them).
+
+        The catalog is read when the message is decoded, possibly after later DDL, so a
+        number found by the column's name is given only where it must be that column's: a
+        column whose name is not there now, or has another type, gets none; and no column
+        gets one when the numbers found do not rise in the message's column order (the order
+        of ``attnum``: two names swapped since), or when a column of now that the message
+        does not name has a number below one found (it existed when the message was sent,
+        so the message named it otherwise: renamed since, its old name perhaps given to a
+        new column, which the name would find). Columns added since have numbers above all
+        of the message's. A table published with a column list (PostgreSQL 15+) may leave
+        columns out of the message: its columns then have no numbers either.
         """
-        if self.missing_resolver is None:
-            return {}
-        found = self.missing_resolver(message.relation_id) or {}
-        names = {c.name for c in message.columns}
+        if self.column_resolver is None:
+            return {}, {}
+        found = self.column_resolver(message.relation_id) or {}
+        table = f"{message.namespace or 'pg_catalog'}.{message.name}"
         previous = self._tables.get(message.relation_id)
         if previous is not None:
-            table = f"{message.namespace or 'pg_catalog'}.{message.name}"
-            for name in sorted(names - set(previous.column_names)):
-                if name in found and found[name] is None:
+            old = set(previous.column_names)
+            for column in message.columns:
+                facts = found.get(column.name)
+                if column.name in old or facts is None:
+                    continue
+                if facts.has_default and facts.missing is None:
                     log.warning(
                         "added_column_values_unknown",
                         table=table,
-                        column=name,
+                        column=column.name,
                         detail="the column has a DEFAULT, and the catalog does not say what "
                         "the rows stored before the ADD read (a volatile DEFAULT or a table "
                         "rewrite since gave them values that are in no change; a DEFAULT set "
                         "after the ADD left them NULL)",
                         hint=f"reload the table: walcast snapshot --table {table}",
                     )
-        return {n: v for n, v in found.items() if n in names and v is not None}
+        missing = {
+            c.name: facts.missing
+            for c in message.columns
+            if (facts := found.get(c.name)) is not None and facts.missing is not None
+        }
+        numbers = {
+            c.name: facts.number
+            for c in message.columns
+            if (facts := found.get(c.name)) is not None and facts.type_oid == c.type_oid
+        }
+        rising = [numbers[c.name] for c in message.columns if c.name in numbers]
+        unnamed = [f.number for n, f in found.items() if n not in numbers]
+        if any(a >= b for a, b in itertools.pairwise(rising)) or (
+            rising and any(number < rising[-1] for number in unnamed)
+        ):
+            numbers = {}
+        return missing, numbers
 
     def _check_binary(self, message: Relation, lsn: int | None) -> None:
         """Describe the non-built-in column types, then refuse any the registry cannot decode."""

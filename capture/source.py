@@ -30,7 +30,7 @@ from capture.formats.settings import FormatSettings
 from capture.lsn import format_lsn
 from capture.pgoutput.decoder import PgOutputDecoder
 from capture.position import Checkpoint
-from capture.relcache import KeyResolver, MissingResolver, RelationCache
+from capture.relcache import ColumnResolver, KeyResolver, RelationCache
 from capture.replication.binary_check import binary_type_resolver, check_binary_columns
 from capture.replication.client import ReplicationStream, StreamOptions
 from capture.replication.protocol import Keepalive
@@ -104,7 +104,7 @@ class ReplicationSource:
         config: SourceConfig,
         *,
         key_resolver: KeyResolver | None = None,
-        missing_resolver: MissingResolver | None = None,
+        column_resolver: ColumnResolver | None = None,
     ) -> None:
         config.validate()
         self.config = config
@@ -188,7 +188,7 @@ class ReplicationSource:
         self._catalog = SideConnection(config.dsn)  # opened only if an array needs it
         self.relations = RelationCache(
             key_resolver=key_resolver,
-            missing_resolver=missing_resolver,
+            column_resolver=column_resolver,
             element_resolver=element_resolver(self._catalog, config.dsn),
             binary=config.binary,
             type_resolver=binary_type_resolver(self._catalog, config.dsn)

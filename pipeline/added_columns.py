@@ -16,8 +16,16 @@ there, silently unlike the source. walcast's layout record names the value (a co
   is idempotent). The Parquet store adds and fills in the rewrite of its batch.
 * to the batch's changes encoded before the column existed (:func:`fill_images`: their
   ``column_types``, the layout they were encoded with, lack it): their images get the
-  value, as their row got it at the source. The history keeps the changes as they were
-  sent.
+  value, as their row got it at the source.
+
+The history (:func:`pipeline.history.apply_history`) gets the same: its stored versions are
+filled (a value only in the current versions), and so are the batch's changes, whose
+renamed columns keep their values under the old name too (:func:`renamed_images`).
+
+The same fill, with the same record, gives a renamed column the values the old name holds
+and a name used again by a new column that column's value
+(:mod:`pipeline.column_numbers` says which columns, :func:`fill_values` reads them all from
+the row as it was).
 
 Decisions: a column added with a volatile DEFAULT (``clock_timestamp()``, ``random()``)
 made PostgreSQL rewrite the table with a value per row; no layout names those values, and
@@ -30,19 +38,22 @@ filled.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pipeline.column_numbers import Fill, planned_fills, record_numbers, recorded_numbers
 from pipeline.fold import ROW_KEY, rekeyed
+from pipeline.lineage import LINEAGE_NAMES
 from pipeline.pgtypes import from_text
 from pipeline.tables import TableProperties, TableSpec, quote_identifier
 
 PENDING_FILL = "walcast.pendingFill"
-"""Table property (Delta, Iceberg): the added columns whose stored rows still await their
-value, a JSON object of column → text value (:func:`add_and_fill`)."""
+"""Table property (Delta, Iceberg): the columns whose stored rows still await their values,
+a JSON object of column → ``[how, what]`` (a :data:`~pipeline.column_numbers.Fill`;
+walcast 0.2 wrote a DEFAULT's text alone) (:func:`add_and_fill`)."""
 
 
 def fill_images(
@@ -72,41 +83,200 @@ def fill_images(
     return changes
 
 
+def renamed_images(
+    changes: DataFrame,
+    renames: Sequence[tuple[list[str], dict[str, str | None]]],
+    *,
+    also: Mapping[str, Sequence[str]] | None = None,
+) -> DataFrame:
+    """``changes`` with older layouts' images (and names) in the newest layout's names.
+
+    See :func:`pipeline.column_numbers.image_renames`. ``also`` (the history's:
+    :func:`pipeline.column_numbers.former_names`) names, per newest column, the other names
+    under which a renamed value is kept too: a version read as of a time before the rename
+    has the column under the name it had then.
+    """
+    if not renames:
+        return changes
+    signature = F.array_sort(F.map_keys(F.col("column_types")))
+    mapped: dict[str, Column] = {
+        c: F.col(c)
+        for c in ("before", "after", "column_types", "unchanged_toast", "changed_columns")
+    }
+    for names, mapping in renames:
+        matches = F.col("column_types").isNotNull() & (
+            signature == F.array(*[F.lit(n) for n in names]).cast("array<string>")
+        )
+        renamed = {k: v for k, v in mapping.items() if v is not None}
+        copies = [
+            (old, other)
+            for old, new in renamed.items()
+            for other in (also or {}).get(new, ())
+        ]  # fmt: skip
+        dropped = sorted(set(mapping) | set(renamed.values()) | {c for _, c in copies})
+        for column in ("before", "after", "column_types"):
+            mapped[column] = F.when(
+                matches, _map_keys(F.col(column), renamed, dropped, copies)
+            ).otherwise(mapped[column])
+        for column in ("unchanged_toast", "changed_columns"):
+            mapped[column] = F.when(
+                matches, _names(F.col(column), renamed, dropped, copies)
+            ).otherwise(mapped[column])
+    return changes.withColumns(mapped)
+
+
+def _renamed(name: Column, renamed: Mapping[str, str]) -> Column:
+    result: Column = name
+    for old, new in renamed.items():
+        result = F.when(name == F.lit(old), F.lit(new)).otherwise(result)
+    return result
+
+
+def _map_keys(
+    image: Column,
+    renamed: Mapping[str, str],
+    dropped: Sequence[str],
+    copies: Sequence[tuple[str, str]],
+) -> Column:
+    """The image without ``dropped`` keys, with each ``renamed`` key's value under its new name.
+
+    ``copies`` (old key, other name) put the old key's value under other names too, where
+    the image has the old key. No key comes twice: every name added is among ``dropped``.
+    """
+    old = list(renamed)
+    rest = F.map_filter(image, lambda k, _: ~k.isin(*dropped)) if dropped else image
+    parts = [rest]
+    if old:
+        parts.append(
+            F.transform_keys(
+                F.map_filter(image, lambda k, _: k.isin(*old)), lambda k, _: _renamed(k, renamed)
+            )
+        )
+    if copies:
+        entries = [
+            F.when(
+                F.map_contains_key(image, F.lit(key)),
+                F.struct(F.lit(name).alias("key"), F.element_at(image, F.lit(key)).alias("value")),
+            )
+            for key, name in copies
+        ]
+        parts.append(F.map_from_entries(F.filter(F.array(*entries), lambda e: e.isNotNull())))
+    return F.map_concat(*parts) if len(parts) > 1 else rest
+
+
+def _names(
+    names: Column,
+    renamed: Mapping[str, str],
+    dropped: Sequence[str],
+    copies: Sequence[tuple[str, str]],
+) -> Column:
+    old = list(renamed)
+    rest = F.filter(names, lambda n: ~n.isin(*dropped)) if dropped else names
+    parts = [rest]
+    if old:
+        parts.append(
+            F.transform(F.filter(names, lambda n: n.isin(*old)), lambda n: _renamed(n, renamed))
+        )
+    empty = F.array().cast("array<string>")
+    parts += [
+        F.when(F.array_contains(names, F.lit(key)), F.array(F.lit(name))).otherwise(empty)
+        for key, name in copies
+    ]
+    return F.concat(*parts) if len(parts) > 1 else rest
+
+
 def add_and_fill(
     spec: TableSpec,
-    adding: Sequence[str],
+    stored: Mapping[str, str],
     properties: TableProperties,
     *,
+    store: str,
     add: Callable[[], Any],
+    values_where: Column | None = None,
 ) -> Any:
-    """Add the columns ``adding`` to a table and give its stored rows their DEFAULT.
+    """Add the source's new columns to a table and give its stored rows their values.
 
-    ``spec`` is the source's columns (no lineage ones); ``properties`` the table's, where
-    :data:`PENDING_FILL` is kept. ``add()`` adds the columns (none to add: nothing) and
-    returns the table to fill (a ``DeltaTable``, or the Iceberg store's stand-in), which
-    this returns.
+    ``spec`` is the source's columns (no lineage ones); ``stored`` the table's columns
+    (name → Spark type) before; ``properties`` the table's, where :data:`PENDING_FILL` is
+    kept. The values: a DEFAULT's (the layout's ``missing``), a renamed column's (copied
+    from the column that held them), or NULL for a column whose name the source gave to
+    a new column (:func:`pipeline.column_numbers.stored_fills`); the table then records
+    the numbers its columns stand for. ``add()`` adds the columns not stored (none: nothing)
+    and returns the table to fill (a ``DeltaTable``, or the Iceberg store's stand-in), which
+    this returns. A renamed column whose new type the store cannot follow from the old one
+    raises :class:`~pipeline.type_changes.TypeChangeRefused` before anything is written.
+    ``values_where`` limits the value fills (not the copies) to the rows it selects (the
+    history's current versions: a closed version of a name used again held the old column).
     """
+    stored = {n: t for n, t in stored.items() if n not in LINEAGE_NAMES and n != ROW_KEY}
+    fills, numbers = planned_fills(spec, stored, recorded_numbers(properties), store)
     pending = properties.get(PENDING_FILL)
-    fills = {n: v for n, v in spec.missing if n in set(adding)}
-    todo = {**(json.loads(pending) if pending else {}), **fills}
+    todo = {**(_decoded(pending) if pending else {}), **fills}
     if fills:
         properties.set(PENDING_FILL, json.dumps(todo, sort_keys=True))
     target = add()
     if todo:
-        _fill_stored(target, spec, todo)
+        _fill_stored(target, spec, todo, stored, values_where)
+    record_numbers(properties, numbers, spec.layouts[-1] if spec.layouts else ())
+    if pending or fills:
         properties.unset(PENDING_FILL)
     return target
 
 
-def _fill_stored(target: Any, spec: TableSpec, fills: dict[str, str]) -> None:
-    """Give every stored row of ``target`` the ``fills`` (column → text value): one UPDATE.
+def _decoded(pending: str) -> dict[str, Fill]:
+    """:data:`PENDING_FILL`'s fills (walcast 0.2 wrote column → DEFAULT text)."""
+    found: dict[str, Any] = json.loads(pending)
+    return {n: ("value", f) if isinstance(f, str) else (str(f[0]), f[1]) for n, f in found.items()}
 
-    A keyless table's row keys are made again with the values (:func:`pipeline.fold.rekeyed`).
+
+def _fill_stored(
+    target: Any,
+    spec: TableSpec,
+    fills: Mapping[str, Fill],
+    stored: Mapping[str, str],
+    values_where: Column | None = None,
+) -> None:
+    """Set the ``fills`` in every stored row of ``target``: one UPDATE (:func:`fill_values`).
+
+    A keyless table's row keys are made again with them (:func:`pipeline.fold.rekeyed`).
+    """
+    sets, values, renamed = fill_values(fills, spec, stored)
+    if values_where is not None:
+        for name, (how, _) in fills.items():
+            if how == "value" and name in stored:
+                sets[name] = F.when(values_where, sets[name]).otherwise(
+                    F.col(quote_identifier(name))
+                )
+    quoted = {quote_identifier(n): value for n, value in sets.items()}
+    if not spec.primary_key:
+        quoted[quote_identifier(ROW_KEY)] = rekeyed(
+            F.col(quote_identifier(ROW_KEY)), spec.names, values, renamed
+        )
+    target.update(set=quoted)
+
+
+def fill_values(
+    fills: Mapping[str, Fill], spec: TableSpec, stored: Mapping[str, str]
+) -> tuple[dict[str, Column], list[tuple[str, str | None]], dict[str, str]]:
+    """Each filled column's new value, read from the stored row as it was.
+
+    A swap of two names is one step; values are typed as ``spec`` has the column
+    (``stored``: the stored types).
+
+    Also returns, for a keyless table's row keys (:func:`pipeline.fold.rekeyed`), the
+    columns given a value and the renames (old name → new).
     """
     types = dict(spec.columns)
-    pairs = sorted(fills.items())
-    quoted = quote_identifier
-    sets: dict[str, Column] = {quoted(n): from_text(F.lit(v), types[n]) for n, v in pairs}
-    if not spec.primary_key:
-        sets[quoted(ROW_KEY)] = rekeyed(F.col(quoted(ROW_KEY)), spec.names, pairs)
-    target.update(set=sets)
+    sets: dict[str, Column] = {}
+    values: list[tuple[str, str | None]] = []
+    renamed: dict[str, str] = {}
+    for name, (how, what) in sorted(fills.items()):
+        if how == "from" and what is not None:
+            copied = F.col(quote_identifier(what))
+            sets[name] = copied if stored.get(what) == types[name] else copied.cast(types[name])
+            renamed[what] = name
+        else:
+            sets[name] = from_text(F.lit(what), types[name])
+            if what is not None or name in stored:
+                values.append((name, what))
+    return sets, values, renamed

@@ -19,7 +19,7 @@ results.
 # (PySpark idioms: `functions as F`, `F.lit(True)`)
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -310,21 +310,34 @@ def row_key(image: Column, columns: Sequence[str] | None = None) -> Column:
     return F.to_json(F.map_from_entries(F.array_sort(F.map_entries(kept))))
 
 
-def rekeyed(key: Column, columns: Sequence[str], added: Sequence[tuple[str, str]] = ()) -> Column:
+def rekeyed(
+    key: Column,
+    columns: Sequence[str],
+    added: Sequence[tuple[str, str | None]] = (),
+    renamed: Mapping[str, str] | None = None,
+) -> Column:
     """A stored row key (:func:`row_key`'s JSON) made again over ``columns``.
 
     A key written before a DROP COLUMN (or by walcast before 0.2, which kept NULLs) becomes
-    the key the row's images have now, so the row's later changes find it. ``added``:
-    columns the row now holds with these (text) values, which its key did not name (a
-    column added with a DEFAULT: :mod:`pipeline.added_columns`).
+    the key the row's images have now, so the row's later changes find it. ``renamed``:
+    columns the row now holds under another name (old → new: a RENAME COLUMN,
+    :mod:`pipeline.column_numbers`). ``added``: columns the row now holds with these
+    (text) values (None: NULL), whatever its key named (a column added with a DEFAULT:
+    :mod:`pipeline.added_columns`).
     """
     image = F.from_json(key, "map<string,string>")
+    if renamed:
+        replaced = sorted(set(renamed.values()) - set(renamed))  # a name used again
+        if replaced:
+            image = F.map_filter(image, lambda k, _: ~k.isin(*replaced))
+        old = F.create_map(*[F.lit(x) for pair in renamed.items() for x in pair])
+        image = F.transform_keys(image, lambda k, _: F.coalesce(F.element_at(old, k), k))
     if added:
         names = F.array(*[F.lit(n) for n, _ in added]).cast("array<string>")
-        image = F.map_concat(
-            F.map_filter(image, lambda k, _: ~F.array_contains(names, k)),
-            F.create_map(*[F.lit(x) for pair in added for x in pair]),
-        )
+        image = F.map_filter(image, lambda k, _: ~F.array_contains(names, k))
+        values = [(n, v) for n, v in added if v is not None]
+        if values:
+            image = F.map_concat(image, F.create_map(*[F.lit(x) for pair in values for x in pair]))
     return row_key(image, columns)
 
 

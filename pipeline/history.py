@@ -68,16 +68,17 @@ Invariants (and the decisions where the issue left a choice):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from capture.errors import WalcastError
+from pipeline.added_columns import add_and_fill
 from pipeline.lineage import COMMIT_LSN, COMMIT_TIME, LINEAGE_COLUMNS, LINEAGE_NAMES, OP
 from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text
-from pipeline.tables import HISTORY_DIR
+from pipeline.tables import HISTORY_DIR, TableProperties, quote_identifier
 from pipeline.type_changes import TypeChangeRefused, stored_types, type_changes, widen_delta
 
 if TYPE_CHECKING:
@@ -545,12 +546,23 @@ def apply_history(
     stored = stored_types(target.toDF())
     widened, _ = type_changes(stored, history_fields(spec), "delta")  # refused: before
     added = [(n, t) for n, t in history_fields(spec) if n not in stored]
-    if added:
-        cols = ", ".join(f"`{n}` {t}" for n, t in added)
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+
+    def add() -> Any:
+        if added:
+            cols = ", ".join(f"`{n}` {t}" for n, t in added)
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        return DeltaTable.forPath(spark, path)
+
+    # the stored versions get what the state's rows get: a renamed column's values (kept
+    # under the old name too), a DEFAULT's value (:mod:`pipeline.added_columns`)
+    own = {n for n, _ in history_fields(spec)} - set(spec.names)
+    source = {n: t for n, t in stored.items() if n not in own}
+    properties = TableProperties.read(spark, f"delta.{quote_identifier(path)}")
+    target = add_and_fill(
+        spec, source, properties, store="delta", add=add, values_where=F.col(IS_CURRENT)
+    )
     if widened:
         widen_delta(spark, path, widened)
-    if added or widened:
         target = DeltaTable.forPath(spark, path)
     current = target.toDF().where(F.col(IS_CURRENT))
     rows = versions(spec, changes, current, track).localCheckpoint()

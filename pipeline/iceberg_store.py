@@ -321,7 +321,7 @@ def apply_iceberg(
             spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
         return target
 
-    add_and_fill(base, [n for n, _ in missing], properties, add=add)
+    add_and_fill(base, stored, properties, store="iceberg", add=add)
     for change in widened:  # Iceberg's type promotion, in place
         spark.sql(f"ALTER TABLE {name} ALTER COLUMN {_quote(change.column)} TYPE {change.new}")
     done = last_commit(spark, name, app_id)

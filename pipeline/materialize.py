@@ -61,7 +61,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 from capture.errors import ConfigError, WalcastError
 from capture.state.identity import SourceIdentity
 from pipeline import preflight
-from pipeline.added_columns import fill_images
+from pipeline.added_columns import fill_images, renamed_images
+from pipeline.column_numbers import former_names, image_renames
 from pipeline.delta_versions import BatchRange
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
@@ -85,7 +86,7 @@ from pipeline.stores import (
     spec_from_changes,
     spec_from_layout,
 )
-from pipeline.tables import CURRENT, TableSpec, table_path
+from pipeline.tables import CURRENT, Layout, TableSpec, table_path
 from pipeline.type_changes import TypeChangeRefused
 
 __all__ = [
@@ -144,11 +145,16 @@ def apply_batch(
     by_table: dict[tuple[str | None, str, str], Any] = {}
     # per table, the type of each column its older layouts had (the newest that had it)
     earlier: dict[tuple[str | None, str, str], dict[str, str]] = {}
+    # per table, every layout with its columns' catalog numbers (renames), oldest first
+    history_of: dict[tuple[str | None, str, str], list[Layout]] = {}
     if layouts is not None:
         rows = sorted(layouts.collect(), key=lambda r: r["layout_offset"])
         for row in rows:  # oldest first: the newest layout and type win
             name = (row["source"], row["schema"], row["table"])
             by_table[name] = row
+            history_of.setdefault(name, []).append(
+                tuple((c["name"], c["number"]) for c in row["columns"])
+            )
             types = earlier.setdefault(name, {})
             types.update(spec_from_layout(row, typed=typed).columns)
     counted = (
@@ -210,7 +216,10 @@ def apply_batch(
         )
         layout = by_table.get((source, schema, table))
         spec = (
-            spec_from_layout(layout, typed=typed)
+            dataclasses.replace(
+                spec_from_layout(layout, typed=typed),
+                layouts=tuple(history_of[(source, schema, table)]),
+            )
             if layout is not None
             else spec_from_changes(part, schema, table, typed=typed)
         )
@@ -229,8 +238,11 @@ def apply_batch(
         try:
             if history:
                 check_history_types(spark, path, history_spec)
-            # the rows stored before a column added with a DEFAULT read its value
-            filled = fill_images(part, spec.missing, keyless=not spec.primary_key)
+            # changes encoded before a RENAME COLUMN name the column as it was then; the
+            # rows stored before a column added with a DEFAULT read its value
+            renames = image_renames(spec.layouts)
+            renamed = renamed_images(part, renames)
+            filled = fill_images(renamed, spec.missing, keyless=not spec.primary_key)
             if iceberg:
                 apply_iceberg(
                     spark, state_root, spec, filled, batch_id, f"{app_id}:{path}", order,
@@ -251,9 +263,15 @@ def apply_batch(
                               quarantine_path(state_root))
             )  # fmt: skip
             continue
+        # the history keeps a renamed column's values under every name it had (a version
+        # read as of a time before the rename has the name of then)
         kept = history and apply_history(
-            spark, path, history_spec, part, batch_id, f"{app_id}:{path}", order, history_columns,
-            label=label,
+            spark, path, history_spec,
+            fill_images(
+                renamed_images(part, renames, also=former_names(spec.layouts)),
+                spec.missing, keyless=False,
+            ),
+            batch_id, f"{app_id}:{path}", order, history_columns, label=label,
         )  # fmt: skip
         if history and not kept and without_history is not None:
             without_history.add(label)

@@ -53,7 +53,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipeline.added_columns import add_and_fill
+from pipeline.added_columns import add_and_fill, fill_values
+from pipeline.column_numbers import planned_fills
 from pipeline.conflicts import retry_conflicts
 from pipeline.delta_versions import USER_METADATA, BatchRange, commit_metadata
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, rekeyed, without_truncated
@@ -321,6 +322,24 @@ def _report_kept_out(spec: TableSpec, orphans: DataFrame) -> int:
     return count
 
 
+def _parquet_columns(
+    current: DataFrame, spec: TableSpec
+) -> tuple[DataFrame, list[tuple[str, str | None]], dict[str, str]]:
+    """The stored rows with the source's columns of now, read from the rows as they were.
+
+    Each added column has the value the rows stored before read (its DEFAULT's, else
+    NULL), each renamed one the old column's values (:mod:`pipeline.column_numbers`).
+
+    Also returns the columns set to a value, and the renames (old → new), for the row keys.
+    """
+    source = [c for c in current.columns if c not in LINEAGE_NAMES and c != ROW_KEY]
+    stored = stored_types(current.select(*[F.col(quote_identifier(c)) for c in source]))
+    fills, _ = planned_fills(spec, stored, None, "parquet")
+    fills |= {n: ("value", None) for n in spec.names if n not in stored and n not in fills}
+    sets, values, renamed = fill_values(fills, spec, stored)
+    return (current.withColumns(sets) if sets else current), values, renamed
+
+
 def apply_parquet(
     spark: SparkSession,
     path: str,
@@ -342,19 +361,12 @@ def apply_parquet(
     current = spark.read.parquet(f"{path}/{version}") if version else empty_table(spark, spec)
     for change in checked_type_changes(stored_types(current), spec.columns, "parquet"):
         current = current.withColumn(change.column, F.col(change.column).cast(change.new))
-    defaults = dict(spec.missing)  # added with a DEFAULT: the stored rows read it
-    added = [
-        (n, defaults[n]) for n, _ in spec.columns if n not in current.columns and n in defaults
-    ]
-    for n, t in spec.columns:
-        if n not in current.columns:
-            filled = from_text(F.lit(defaults[n]), t) if n in defaults else F.lit(None).cast(t)
-            current = current.withColumn(n, filled)
+    current, added, renamed = _parquet_columns(current, base)
     kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
     if truncated:
         current = empty_table(spark, spec)
     elif not spec.primary_key:  # the whole table is rewritten anyway: every key made now
-        current = current.withColumn(ROW_KEY, rekeyed(F.col(ROW_KEY), base.names, added))
+        current = current.withColumn(ROW_KEY, rekeyed(F.col(ROW_KEY), base.names, added, renamed))
     out_cols = spec.names + ([] if spec.primary_key else [ROW_KEY])
     kept_out = 0
     persisted: DataFrame | None = None
@@ -478,7 +490,7 @@ def apply_delta(
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
         return DeltaTable.forPath(spark, path)
 
-    target = add_and_fill(base, [n for n, _ in missing], properties, add=add)
+    target = add_and_fill(base, stored, properties, store="delta", add=add)
     if widened:
         widen_delta(spark, path, widened)
         target = DeltaTable.forPath(spark, path)

@@ -31,6 +31,11 @@ ICEBERG_HINT = "metadata/version-hint.text"
 """An Iceberg table of a Hadoop catalog has it (:mod:`pipeline.iceberg_store`)."""
 
 
+Layout = tuple[tuple[str, int | None], ...]
+"""One layout version of a table: its columns in order, each with its catalog number (None
+when its layout record gives none: :mod:`pipeline.column_numbers`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TableSpec:
     """What a state table looks like: columns (name, Spark type) and primary key."""
@@ -47,6 +52,10 @@ class TableSpec:
     missing: tuple[tuple[str, str], ...] = ()
     """Columns the source added with a DEFAULT, each with the value (PostgreSQL text) the
     rows stored before read as (the layout's ``missing``: :mod:`pipeline.added_columns`)."""
+    layouts: tuple[Layout, ...] = ()
+    """Every layout version of the table known to the job, oldest first (the newest last,
+    the one ``columns`` come from), for following renames (:mod:`pipeline.column_numbers`);
+    empty without a layout topic."""
 
     @property
     def names(self) -> list[str]:

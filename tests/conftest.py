@@ -148,6 +148,7 @@ FILE_SECONDS = {
     "test_type_changes.py": 120,  # an estimate (2026-12-04): 3 stores, about 30 s each alone
     "test_added_and_dropped_columns.py": 160,  # an estimate (2026-12-04), from CI's 270 s
     # for the two files it replaces (7 stores' runs, 4 now)
+    "test_renamed_columns.py": 120,  # an estimate (2026-12-04): 3 stores, 40-60 s each alone
     # the others
     "test_demo.py": 225,
     "test_secured_kafka.py": 219,

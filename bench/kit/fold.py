@@ -40,6 +40,8 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from capture.events import ChangeEvent
+from pipeline.column_numbers import image_renames
+from pipeline.tables import Layout
 
 MISSING_TOAST = "<unchanged TOAST value never received>"
 """The value an ``unchanged_toast`` column gets when the fold holds no earlier value."""
@@ -194,27 +196,62 @@ class Tables:
                 del bag[row]
 
     def rows(
-        self, table: str, columns: Sequence[str], missing: Mapping[str, str] | None = None
+        self,
+        table: str,
+        columns: Sequence[str],
+        missing: Mapping[str, str] | None = None,
+        renames: Sequence[tuple[list[str], dict[str, str | None]]] = (),
     ) -> list[tuple[Any, ...]]:
         """The table's rows as tuples of ``columns``, unsorted; a keyless row as often as its
-        count (a count below zero gives none). A column a row's image lacks (encoded before
-        the column was added) is ``missing``'s value for it (the layout's: README, "A
-        column added with a DEFAULT"), else None."""
+        count (a count below zero gives none). A row whose image has exactly an older
+        layout's columns has them under the newest names (``renames``:
+        :func:`column_renames`; README, "A renamed column"). A column a row's image lacks
+        (encoded before the column was added) is ``missing``'s value for it (the layout's:
+        README, "A column added with a DEFAULT"), else None."""
         absent = missing or {}
+        by_names = {tuple(names): mapping for names, mapping in renames}
+
+        def named(image: Mapping[str, Any]) -> Mapping[str, Any]:
+            mapping = by_names.get(tuple(sorted(image))) if by_names else None
+            if not mapping:
+                return image
+            return {mapping.get(c, c): v for c, v in image.items() if mapping.get(c, c)}
+
         if self.keys[table] is None:
             return [
-                tuple(dict(row).get(c, absent.get(c)) for c in columns)
+                tuple(named(dict(row)).get(c, absent.get(c)) for c in columns)
                 for row, n in self.bags[table].items()
                 for _ in range(max(n, 0))
             ]
         return [
-            tuple(row.get(c, absent.get(c)) for c in columns) for row in self.keyed[table].values()
+            tuple(named(row).get(c, absent.get(c)) for c in columns)
+            for row in self.keyed[table].values()
         ]
 
     def below_zero(self) -> dict[str, list[Row]]:
         """Keyless rows deleted more often than added, per table (empty when none)."""
         out = {t: sorted(r for r, n in bag.items() if n < 0) for t, bag in self.bags.items()}
         return {t: rows for t, rows in out.items() if rows}
+
+
+def column_renames(
+    layouts: Iterable[D],
+) -> dict[tuple[str, str], list[tuple[list[str], dict[str, str | None]]]]:
+    """``(source, table)`` → the renames of its older layouts' images, from the schema
+    topic's ``layouts`` in offset order (every version of each table, with the columns'
+    catalog numbers: :func:`pipeline.column_numbers.image_renames`)."""
+    versions: dict[tuple[str, str], dict[str, Layout]] = {}
+    for record in layouts:
+        key = getattr(record, "key", None)
+        value = getattr(record, "value", None)
+        if not key or not value:
+            continue
+        source, _, version = key.decode().rsplit("/", 2)
+        layout = orjson.loads(value)
+        seen = versions.setdefault((source, layout["table"]), {})
+        seen.pop(version, None)  # published again: it is the newest copy now
+        seen[version] = tuple((c["name"], c.get("number")) for c in layout["columns"])
+    return {name: image_renames(list(seen.values())) for name, seen in versions.items()}
 
 
 def missing_values(layouts: Iterable[D]) -> dict[tuple[str, str], dict[str, str]]:

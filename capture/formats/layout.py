@@ -77,7 +77,9 @@ def layout_record(table: Table) -> dict[str, Any]:
     ``columns`` are in column order (the order of the Relation message and of every
     format's values). A column added with a DEFAULT that rows stored before read as has
     ``missing``, that value as PostgreSQL's text (:attr:`capture.events.Table.missing_values`;
-    materialize gives it to those rows, whose changes never carried the column).
+    materialize gives it to those rows, whose changes never carried the column). A column
+    whose catalog number is known has ``number`` (:attr:`capture.events.Table.column_numbers`:
+    materialize follows a RENAME COLUMN by it, and tells a column dropped and added again).
     """
     columns = [
         {
@@ -91,6 +93,7 @@ def layout_record(table: Table) -> dict[str, Any]:
             "primary_key": c.name in table.primary_key,
             "rendering": rendering(c),
             **({"missing": table.missing_values[c.name]} if c.name in table.missing_values else {}),
+            **({"number": table.column_numbers[c.name]} if c.name in table.column_numbers else {}),
         }
         for i, c in enumerate(table.columns)
     ]

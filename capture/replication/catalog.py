@@ -52,25 +52,44 @@ def primary_key(conn: psycopg.Connection[Any], relation_id: int) -> tuple[str, .
     return tuple(str(r[0]) for r in rows) or None
 
 
-def missing_values(conn: psycopg.Connection[Any], relation_id: int) -> dict[str, str | None]:
-    """Column → the value (text) rows stored before the column was added read as.
+@dataclass(frozen=True, slots=True)
+class CatalogColumn:
+    """What the catalog says now of one column of a table (:func:`catalog_columns`)."""
 
-    PostgreSQL 11+ adds a column with a non-volatile DEFAULT without rewriting the table:
-    the value is stored once, ``pg_attribute.attmissingval`` (a one-element array of the
-    column's type; its element's text is the column's output function's), and every row
-    stored before reads it. A column with a DEFAULT but no such value maps to None: added
-    with a volatile DEFAULT (the table was rewritten with a value per row), or the table
-    was rewritten since (``VACUUM FULL``, ``CLUSTER``, ``ALTER … TYPE``), or the DEFAULT
-    was set after the ADD. Columns without a DEFAULT are not in the result.
+    number: int
+    """``attnum``: stays with the column through a RENAME COLUMN and is never reused, so it
+    tells a renamed column from a dropped one and a new one (new columns get numbers above
+    every existing and dropped one)."""
+    type_oid: int
+    has_default: bool
+    missing: str | None
+    """The value (text) rows stored before the column was added read as: PostgreSQL 11+
+    adds a column with a non-volatile DEFAULT without rewriting the table, and stores the
+    value once, ``pg_attribute.attmissingval`` (a one-element array of the column's type;
+    its element's text is the column's output function's). None when there is none: a
+    column without a DEFAULT, one added with a volatile DEFAULT (the table was rewritten
+    with a value per row), a table rewritten since (``VACUUM FULL``, ``CLUSTER``,
+    ``ALTER … TYPE``), or a DEFAULT set after the ADD."""
+
+
+def catalog_columns(conn: psycopg.Connection[Any], relation_id: int) -> dict[str, CatalogColumn]:
+    """Column name → :class:`CatalogColumn`, for the table's columns of now.
+
+    Neither dropped nor generated columns (pgoutput sends no generated column before
+    PostgreSQL 18, and there only when asked).
     """
     rows = conn.execute(
-        "SELECT a.attname, CASE WHEN a.atthasmissing "
+        "SELECT a.attname, a.attnum, a.atttypid::int8, a.atthasdef, CASE WHEN a.atthasmissing "
         "THEN (a.attmissingval::text::text[])[1] END FROM pg_attribute a "
-        "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped "
-        "AND (a.atthasmissing OR a.atthasdef)",
+        "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''",
         (relation_id,),
     ).fetchall()
-    return {str(name): None if value is None else str(value) for name, value in rows}
+    return {
+        str(name): CatalogColumn(
+            int(number), int(type_oid), bool(default), None if missing is None else str(missing)
+        )
+        for name, number, type_oid, default, missing in rows
+    }
 
 
 _TABLE_COLUMNS: Final = (

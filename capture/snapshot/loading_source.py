@@ -174,7 +174,7 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
             RelationCache(
                 types=inner.relations.types,
                 key_resolver=inner.relations.key_resolver,
-                missing_resolver=inner.relations.missing_resolver,
+                column_resolver=inner.relations.column_resolver,
             ),
             publications=self.publications,
             loading=self._assigner.load_of,

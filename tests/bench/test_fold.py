@@ -12,6 +12,7 @@ from bench.kit.fold import (
     MISSING_TOAST,
     Change,
     Tables,
+    column_renames,
     drop_replays,
     fold_json,
     lsn_number,
@@ -161,3 +162,31 @@ def test_rows_encoded_before_a_column_was_added_read_the_layout_s_missing_value(
         (3, "gold"),
     ]
     assert sorted(tables.rows("t", ["id", "tier"])) == [(1, None), (2, None), (3, "gold")]
+
+
+def _layout(source: str, version: str, *columns: tuple[str, int]) -> LayoutRecord:
+    body = {"table": "t", "columns": [{"name": n, "number": k} for n, k in columns]}
+    return LayoutRecord(f"{source}/public.t/{version}".encode(), orjson.dumps(body))
+
+
+def test_rows_encoded_before_a_rename_have_their_values_under_the_new_name() -> None:
+    source = "7/db/slot"
+    layouts = [  # v renamed to label (number 2), then a new column takes the name v
+        _layout(source, "v1", ("id", 1), ("v", 2)),
+        _layout(source, "v2", ("id", 1), ("label", 2)),
+        _layout(source, "v3", ("id", 1), ("label", 2), ("v", 3)),
+    ]
+    renames = column_renames(layouts)
+    assert renames == {(source, "t"): [(["id", "v"], {"v": "label"})]}
+    tables = Tables(KEYS)
+    tables.apply(Change("t", "insert", None, {"id": 1, "v": "before the rename"}, 1))
+    tables.apply(Change("t", "insert", None, {"id": 2, "label": "between"}, 2))
+    tables.apply(Change("t", "insert", None, {"id": 3, "label": "after", "v": "new"}, 3))
+    got = tables.rows("t", ["id", "label", "v"], {}, renames[(source, "t")])
+    assert sorted(got) == [
+        (1, "before the rename", None),
+        (2, "between", None),
+        (3, "after", "new"),
+    ]
+    # without the renames, the old value would read as the new column's
+    assert min(tables.rows("t", ["id", "label", "v"])) == (1, None, "before the rename")

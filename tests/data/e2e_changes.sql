@@ -1,7 +1,7 @@
 -- Changes of the end-to-end test, after the initial load of e2e_existing.sql's rows:
 -- inserts, updates (one changing the primary key),
 -- deletes, REPLICA IDENTITY FULL updates/deletes of duplicate rows, a TRUNCATE followed
--- by new rows, column types widened, columns added, a rolled-back transaction and one transaction over
+-- by new rows, column types widened, columns added and renamed, a rolled-back transaction and one transaction over
 -- two tables.
 SET search_path = walcast_e2e;
 
@@ -44,6 +44,16 @@ UPDATE customers SET tier = 'gold' WHERE id = 3;
 ALTER TABLE events ADD COLUMN origin text DEFAULT 'app', ADD COLUMN weight integer;
 UPDATE events SET weight = 5 WHERE kind = 'changed';
 DELETE FROM events WHERE kind = 'k2';
+
+-- Columns renamed (issue 32): the stored rows keep their values under the new name (the
+-- keyless table's rows are found by them); then the old name is used again by a new column,
+-- which the rows stored before read as its DEFAULT, not as the renamed column's values.
+ALTER TABLE orders RENAME COLUMN note TO remark;
+UPDATE orders SET remark = 'renamed' WHERE id = 102;
+ALTER TABLE orders ADD COLUMN note text DEFAULT 'new note';
+UPDATE orders SET note = 'set' WHERE id = 103;
+ALTER TABLE events RENAME COLUMN origin TO via;
+UPDATE events SET weight = 6 WHERE kind = 'changed';
 
 -- Key moves of rows with an unchanged TOASTed body: loaded rows, and a streamed one.
 UPDATE docs SET id = 10 WHERE id = 1;

@@ -34,10 +34,10 @@ from pyspark.sql import functions as F  # noqa: N812
 import pipeline.added_columns
 from capture.events import Op
 from pipeline.fold import rekeyed, row_key
-from pipeline.materialize import ROW_KEY, apply_batch, read_table
+from pipeline.materialize import ROW_KEY
 from pipeline.row_keys import ROW_KEY_COLUMNS
 from pipeline.tables import table_path
-from tests.pipeline.test_type_changes import Source
+from tests.pipeline.layout_changes import STORES, Materialized
 from tests.support.events import table_with
 
 pytestmark = pytest.mark.spark
@@ -77,11 +77,6 @@ EVENTS_DROPPED = dataclasses.replace(
     ),
     missing_values={"w": "7"},  # DROP COLUMN note
 )  # fmt: skip
-STORES = {
-    "parquet": {"use_delta": False},
-    "delta": {"use_delta": True},
-    "iceberg": {"store": "iceberg"},
-}
 
 
 def test_a_row_key_ignores_nulls_and_columns_the_table_no_longer_has(spark) -> None:
@@ -101,10 +96,6 @@ def test_a_row_key_ignores_nulls_and_columns_the_table_no_longer_has(spark) -> N
     assert keys["filled"] == '{"at":"a","n":"1","w":"7"}'
 
 
-class CrashError(Exception):
-    """The process dies between a table's ADD COLUMNS and its fill."""
-
-
 def _as_written_by_0_1(spark, root: str) -> None:
     """Give the Delta ``events`` keys as walcast 0.1 made them: NULLs kept, nothing recorded."""
     path = table_path(root, "public", "events")
@@ -121,18 +112,8 @@ def test_rows_stored_before_an_add_or_drop_column_stay_equal_to_the_source(
     spark, tmp_path, store: str, monkeypatch
 ) -> None:
     root = str(tmp_path / "state")
-    source = Source()
-
-    def apply(batch_id: int, *changes) -> None:
-        frame, layouts = source.batch(spark, *changes)
-        try:
-            apply_batch(spark, frame, root, batch_id, layouts, **STORES[store])
-        finally:
-            frame.unpersist()
-
-    def rows(table: str, *columns: str) -> list[tuple]:
-        frame = read_table(spark, root, "public", table).select(*columns)
-        return sorted(tuple(r) for r in frame.collect())
+    tables = Materialized(spark, root, store)
+    apply, rows, source = tables.apply, tables.rows, tables.source
 
     source.publish(ORDERS, EVENTS)
     apply(
@@ -153,17 +134,10 @@ def test_rows_stored_before_an_add_or_drop_column_stay_equal_to_the_source(
         (EVENTS_ADDED, Op.UPDATE, {"at": "b", "n": "2", "w": "7"},
          {"at": "b", "n": "20", "c": "5", "w": "7"}),
     )  # fmt: skip
-    if store != "parquet":  # the Parquet store adds and fills in one rewrite
-        fill = pipeline.added_columns._fill_stored
-
-        def crash(*args, **kwargs) -> None:
-            raise CrashError
-
-        monkeypatch.setattr(pipeline.added_columns, "_fill_stored", crash)
-        with pytest.raises(CrashError):
-            apply(1, *batch)
-        monkeypatch.setattr(pipeline.added_columns, "_fill_stored", fill)
-    apply(1, *batch)
+    if store == "parquet":  # added and filled in the batch's one rewrite
+        apply(1, *batch)
+    else:  # dies between the ADD COLUMNS and the fill: the next run fills
+        tables.apply_after_a_crash(monkeypatch, pipeline.added_columns, "_fill_stored", 1, *batch)
     assert rows("orders", "id", "v", "region") == [
         (1, "v1", "eu"),
         (2, "v2", "us"),

@@ -11,25 +11,17 @@ table of the same batch applied).
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 
 import pytest
 
 from capture.events import Op, Table
-from capture.formats import encoder_for
-from capture.formats.layout import layout_record
-from capture.synthetic import format_options
-from pipeline.formats import parser_for
 from pipeline.history import history_path
-from pipeline.layouts import parse_layouts
 from pipeline.materialize import TYPE_CHANGE, apply_batch, quarantine_path, read_table
-from pipeline.normalize import normalize_frame
 from pipeline.tables import table_path
 from pipeline.type_changes import is_widening, type_changes
-from tests.pipeline.conftest import records, walcast_records
-from tests.pipeline.formats.test_layout_in_effect import transaction
-from tests.support.events import event, keyed_table
+from tests.pipeline.layout_changes import Source
+from tests.support.events import keyed_table
 
 pytestmark = pytest.mark.spark
 
@@ -104,48 +96,6 @@ STORES = {
     "iceberg": {"store": "iceberg"},
 }
 """Each store as ``apply_batch``'s keywords (Delta with its history: both are widened)."""
-
-
-class Source:
-    """Changes of the tables above, one transaction each, through walcast's json encoder."""
-
-    def __init__(self) -> None:
-        self.encoder = encoder_for("json", format_options())
-        self.lsn = 0
-        self.published: list[Table] = []
-
-    def publish(self, *tables: Table) -> None:
-        self.published.extend(tables)
-
-    def batch(self, spark, *changes: tuple):
-        """Normalized changes and layouts: each change ``(table, op, after)`` or ``(table, op,
-        before, after)``, a transaction of its own."""
-        messages = []
-        for table, op, *images in changes:
-            self.lsn += 0x1000
-            before, after = (None, images[0]) if len(images) == 1 else images
-            change = event(op, table, before=before, after=after, xid=self.lsn, commit_lsn=self.lsn)
-            for item in transaction(change):
-                messages.extend(m for m in self.encoder.encode(item) if m.kind == "change")
-        layouts = parse_layouts(
-            records(
-                spark,
-                [
-                    (
-                        f"{t.qualified_name}/{t.layout_version}".encode(),
-                        json.dumps(layout_record(t)).encode(),
-                    )
-                    for t in self.published
-                ],
-            )
-        )
-        result = normalize_frame(
-            walcast_records(spark, messages), parser_for("json"), layouts, persist=True
-        )
-        changes_frame = result.changes.persist()
-        assert changes_frame.count() == len(changes)
-        assert result.quarantine.count() == 0
-        return changes_frame, layouts
 
 
 def rows(spark, root: str) -> dict[int, tuple]:

@@ -68,8 +68,10 @@ def _answer(sql: str, slot: str) -> Answer:
         return Answer(columns, [(slot, "pgoutput", "logical", "fake", None, "0/100", "f")])
     if "FROM pg_replication_slots WHERE slot_name" in sql:
         return Answer([("one", _INT4)], [("1",)])
-    if "attmissingval" in sql:  # capture.replication.catalog.missing_values: no DEFAULTs
-        return Answer([("attname", _TEXT), ("attmissingval", _TEXT)], [])
+    if "attmissingval" in sql:  # capture.replication.catalog.catalog_columns: none known
+        columns = [("attname", _TEXT), ("attnum", _INT4), ("atttypid", _TEXT),
+                   ("atthasdef", _BOOL), ("attmissingval", _TEXT)]  # fmt: skip
+        return Answer(columns, [])
     return Answer([], [])
 
 

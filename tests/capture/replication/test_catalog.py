@@ -178,12 +178,14 @@ def test_status_of_an_active_slot_names_the_walsender(pg_dsn: str, names: Names)
     assert status.active_pid == row[0]
 
 
-def test_missing_values_as_a_restricted_role_with_a_dba_s_session_defaults_reads_them(
+def test_catalog_columns_as_a_restricted_role_with_a_dba_s_session_defaults(
     pg_dsn: str, names: Names
 ) -> None:
     """``ADD COLUMN … DEFAULT``: the values rows stored before read, in walcast's session
     (ISO dates, UTC) whatever the role's defaults, for a role that is not superuser; a
-    volatile DEFAULT (the table rewritten with a value per row) has none (None)."""
+    volatile DEFAULT (the table rewritten with a value per row) has none (None). Each
+    column's number stays through a RENAME COLUMN; a column added again under a dropped
+    one's name gets a new one."""
     role = f"cat_role_{uuid.uuid4().hex[:8]}"
     table = f"{names.schema}.growing"
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -203,18 +205,33 @@ def test_missing_values_as_a_restricted_role_with_a_dba_s_session_defaults_reads
         with connect(psycopg.conninfo.make_conninfo(pg_dsn, user=role)) as conn:
             oid = catalog.resolve_table(conn, table)
             assert oid is not None
-            assert catalog.missing_values(conn, oid) == {
+            found = catalog.catalog_columns(conn, oid)
+            assert {n: c.missing for n, c in found.items() if c.has_default} == {
                 "region": "e\"u's, {x}",
                 "at": "2024-05-02 16:17:29.5+00",
                 "tags": "{1,2}",
             }
+            assert {n: (c.number, c.type_oid) for n, c in found.items()} == {
+                "id": (1, 23), "region": (2, 25), "at": (3, 1184), "tags": (4, 1007),
+                "plain": (5, 23),
+            }  # fmt: skip
+            assert found["plain"].missing is None
+            assert not found["plain"].has_default
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN stamped timestamptz "
                          "DEFAULT clock_timestamp()")  # fmt: skip
             # the rewrite gave every row its own value; the other columns' are in the rows now
-            assert catalog.missing_values(conn, oid) == {
+            found = catalog.catalog_columns(conn, oid)
+            assert {n: c.missing for n, c in found.items() if c.has_default} == {
                 "region": None, "at": None, "tags": None, "stamped": None
             }  # fmt: skip
+            conn.execute(f"ALTER TABLE {table} RENAME COLUMN plain TO amount")
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN region")
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN region text")
+            found = catalog.catalog_columns(conn, oid)
+            assert found["amount"].number == 5
+            assert "plain" not in found
+            assert found["region"].number == 7
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f"DROP ROLE IF EXISTS {role}")

@@ -31,7 +31,7 @@ class ReplayingSource:
 
     def __init__(self, items: list[StreamItem]) -> None:
         self.items = items
-        self.relations = SimpleNamespace(types=None, key_resolver=None, missing_resolver=None)
+        self.relations = SimpleNamespace(types=None, key_resolver=None, column_resolver=None)
 
     def poll(self, timeout: float) -> Iterator[StreamItem]:
         yield from self.items
