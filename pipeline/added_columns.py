@@ -57,16 +57,24 @@ walcast 0.2 wrote a DEFAULT's text alone) (:func:`add_and_fill`)."""
 
 
 def fill_images(
-    changes: DataFrame, missing: Sequence[tuple[str, str]], *, keyless: bool
+    changes: DataFrame,
+    missing: Sequence[tuple[str, str]],
+    *,
+    keyless: bool,
+    before: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> DataFrame:
     """``changes`` with each added column's value in the images encoded before it existed.
 
     The after image always; the before image too for a keyless table, whose rows are
-    found by their whole image.
+    found by their whole image. ``before`` (the history's, whose columns include those
+    dropped since) names, per column, the layouts (their column names, sorted) that came
+    before the column was added: only images encoded with one of them are filled, never
+    one encoded after the column was dropped.
     """
     if not missing:
         return changes
     types = F.col("column_types")
+    signature = F.array_sort(F.map_keys(types))
     for image in ("after", "before") if keyless else ("after",):
         value: Column = F.col(image)
         for name, text in missing:
@@ -76,6 +84,13 @@ def fill_images(
                 & value.isNotNull()
                 & ~F.map_contains_key(value, F.lit(name))
             )
+            if before is not None and name in before:
+                earlier = [F.array(*[F.lit(n) for n in names]).cast("array<string>")
+                           for names in before[name]]  # fmt: skip
+                encoded_before = F.lit(False)  # noqa: FBT003
+                for names in earlier:
+                    encoded_before = encoded_before | (signature == names)
+                lacks = lacks & encoded_before
             value = F.when(
                 lacks, F.map_concat(value, F.create_map(F.lit(name), F.lit(text)))
             ).otherwise(value)

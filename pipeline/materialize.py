@@ -147,6 +147,9 @@ def apply_batch(
     earlier: dict[tuple[str | None, str, str], dict[str, str]] = {}
     # per table, every layout with its columns' catalog numbers (renames), oldest first
     history_of: dict[tuple[str | None, str, str], list[Layout]] = {}
+    # per table, each column with a DEFAULT the rows stored before its ADD read: the value,
+    # and the layouts (column names) before the first that had it (the history's fills)
+    added: dict[tuple[str | None, str, str], dict[str, tuple[str, list[list[str]]]]] = {}
     if layouts is not None:
         rows = sorted(layouts.collect(), key=lambda r: r["layout_offset"])
         for row in rows:  # oldest first: the newest layout and type win
@@ -155,6 +158,12 @@ def apply_batch(
             history_of.setdefault(name, []).append(
                 tuple((c["name"], c["number"]) for c in row["columns"])
             )
+            earlier_layouts = [sorted(n for n, _ in layout) for layout in history_of[name][:-1]]
+            for column in row["columns"]:
+                if column["missing"] is not None:
+                    added.setdefault(name, {}).setdefault(
+                        column["name"], (column["missing"], earlier_layouts)
+                    )
             types = earlier.setdefault(name, {})
             types.update(spec_from_layout(row, typed=typed).columns)
     counted = (
@@ -264,12 +273,17 @@ def apply_batch(
             )  # fmt: skip
             continue
         # the history keeps a renamed column's values under every name it had (a version
-        # read as of a time before the rename has the name of then)
+        # read as of a time before the rename has the name of then), and the DEFAULT values
+        # of columns dropped since (a version read as of a time they existed has them)
+        defaults = added.get((source, schema, table), {})
         kept = history and apply_history(
             spark, path, history_spec,
-            fill_images(
-                renamed_images(part, renames, also=former_names(spec.layouts)),
-                spec.missing, keyless=False,
+            renamed_images(
+                fill_images(
+                    part, [(c, value) for c, (value, _) in defaults.items()], keyless=False,
+                    before={c: layouts for c, (_, layouts) in defaults.items()},
+                ),
+                renames, also=former_names(spec.layouts),
             ),
             batch_id, f"{app_id}:{path}", order, history_columns, label=label,
         )  # fmt: skip

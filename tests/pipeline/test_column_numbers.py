@@ -114,3 +114,13 @@ def test_the_history_keeps_a_value_under_every_name_only_its_column_had() -> Non
         (("id", 1), ("label", 2), ("r3", 3), ("v", 4)),
     ]
     assert former_names(layouts) == {"r3": ["r1", "updated"]}
+
+
+def test_a_rename_and_an_add_in_one_transaction_are_one_layout_and_both_followed() -> None:
+    # ALTER TABLE t RENAME COLUMN v TO label; ALTER TABLE t ADD COLUMN w int DEFAULT 7 (one
+    # transaction: one Relation message, one layout)
+    both = (("id", 1), ("label", 2), ("w", 3))
+    assert image_renames([V1, both]) == [(["id", "v"], {"v": "label"})]
+    assert stored_fills({"id": 1, "v": 2}, ["id", "v"], both, {"w": "7"}) == {
+        "label": ("from", "v")  # w is new: its ADD and its DEFAULT's fill (planned_fills)
+    }
