@@ -158,12 +158,11 @@ def apply_batch(
             history_of.setdefault(name, []).append(
                 tuple((c["name"], c["number"]) for c in row["columns"])
             )
-            earlier_layouts = [sorted(n for n, _ in layout) for layout in history_of[name][:-1]]
+            first_seen = added.setdefault(name, {})  # computed once per such column
             for column in row["columns"]:
-                if column["missing"] is not None:
-                    added.setdefault(name, {}).setdefault(
-                        column["name"], (column["missing"], earlier_layouts)
-                    )
+                if column["missing"] is not None and column["name"] not in first_seen:
+                    before = [sorted(n for n, _ in layout) for layout in history_of[name][:-1]]
+                    first_seen[column["name"]] = (column["missing"], before)
             types = earlier.setdefault(name, {})
             types.update(spec_from_layout(row, typed=typed).columns)
     counted = (
