@@ -97,13 +97,15 @@ class Table:
     """Primary-key column names, in key order. The replica-identity columns unless the
     identity is FULL (pgoutput then flags every column), where it comes from the catalog
     when a key resolver is configured, and is empty otherwise."""
-    missing_values: Mapping[str, str] = field(default_factory=dict, repr=False)
+    missing_values: Mapping[str, str | None] = field(default_factory=dict, repr=False)
     """Column name → the value (PostgreSQL text) that rows stored before the column was
     added read as: ``ALTER TABLE … ADD COLUMN … DEFAULT`` of a non-volatile expression
     stores it once in the catalog (``pg_attribute.attmissingval``) and writes no row, so no
-    change carries it. Looked up when the Relation message arrives (a missing-value
-    resolver); empty when the table has none or no resolver is configured. Not part of
-    :attr:`layout_version`."""
+    change carries it; None (NULL) for a column without a DEFAULT. A column with a DEFAULT
+    whose value for those rows the catalog does not hold (a volatile DEFAULT rewrote the
+    table, or the DEFAULT was set after the ADD) is not here: unknown. Looked up when the
+    Relation message arrives (a column resolver); empty when no resolver is configured. Not
+    part of :attr:`layout_version`."""
     column_numbers: Mapping[str, int] = field(default_factory=dict, repr=False)
     """Column name → its number in the catalog (``attnum``), which a RENAME COLUMN keeps and
     no other column ever gets again: what tells a renamed column from a dropped one and a

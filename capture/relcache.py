@@ -152,8 +152,13 @@ class RelationCache:
         self.rows_by_id[message.relation_id] = (table, all_text_kinds(len(columns)))
         return table
 
-    def _catalog_facts(self, message: Relation) -> tuple[dict[str, str], dict[str, int]]:
+    def _catalog_facts(self, message: Relation) -> tuple[dict[str, str | None], dict[str, int]]:
         """The Table's ``missing_values`` and ``column_numbers``, from the catalog of now.
+
+        A column's missing value is its ``attmissingval``, or None (NULL) when it has no
+        DEFAULT; a column with a DEFAULT whose value for the rows stored before the catalog
+        does not hold, or found with another type (another column by that name now), has
+        none.
 
         A column new since the table's previous Relation message in this cache, with a
         DEFAULT whose value for the rows stored before the catalog does not hold, gets one
@@ -192,10 +197,12 @@ class RelationCache:
                         "after the ADD left them NULL)",
                         hint=f"reload the table: walcast snapshot --table {table}",
                     )
-        missing = {
+        missing: dict[str, str | None] = {
             c.name: facts.missing
             for c in message.columns
-            if (facts := found.get(c.name)) is not None and facts.missing is not None
+            if (facts := found.get(c.name)) is not None
+            and facts.type_oid == c.type_oid
+            and (facts.missing is not None or not facts.has_default)
         }
         numbers = {
             c.name: facts.number

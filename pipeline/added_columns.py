@@ -16,7 +16,11 @@ there, silently unlike the source. walcast's layout record names the value (a co
   is idempotent). The Parquet store adds and fills in the rewrite of its batch.
 * to the batch's changes encoded before the column existed (:func:`fill_images`: their
   ``column_types``, the layout they were encoded with, lack it): their images get the
-  value, as their row got it at the source.
+  value, as their row got it at the source. So does a column added without a DEFAULT
+  (the layout's ``missing_null``): such images get NULL, and are complete rows (the
+  stored rows need no fill: the ``ADD COLUMNS`` gives them NULL). Without either, the
+  value is unknown and a row such an image alone would make is kept out
+  (:mod:`pipeline.stores`).
 
 The history (:func:`pipeline.history.apply_history`) gets the same: its stored versions are
 filled (a value only in the current versions), and so are the batch's changes, whose
@@ -58,44 +62,77 @@ walcast 0.2 wrote a DEFAULT's text alone) (:func:`add_and_fill`)."""
 
 def fill_images(
     changes: DataFrame,
-    missing: Sequence[tuple[str, str]],
+    missing: Sequence[tuple[str, str | None]],
     *,
     keyless: bool,
     before: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> DataFrame:
-    """``changes`` with each added column's value in the images encoded before it existed.
+    """``changes`` with each added column's value (None: NULL) in images encoded before it.
 
     The after image always; the before image too for a keyless table, whose rows are
-    found by their whole image. ``before`` (the history's, whose columns include those
-    dropped since) names, per column, the layouts (their column names, sorted) that came
-    before the column was added: only images encoded with one of them are filled, never
-    one encoded after the column was dropped.
+    found by their whole image. An image is filled where its ``column_types`` (the layout
+    it was encoded with) lack the column and the image does not have it. ``before`` (the
+    history's, whose columns include those dropped since) names, per column, the layouts
+    (their column names, sorted) that came before the column was added: only images
+    encoded with one of them are filled, never one encoded after the column was dropped.
+
+    One expression per image whatever the number of columns (the names an image lacks, then
+    one ``map_concat``): a table whose every column is in ``missing`` (NULL where there is
+    no DEFAULT) stays cheap to plan.
     """
+    if before is not None:  # a column no earlier layout lacked is in every image's layout
+        missing = [(n, v) for n, v in missing if n not in before or before[n]]
     if not missing:
         return changes
     types = F.col("column_types")
     signature = F.array_sort(F.map_keys(types))
+    names = F.array(*[F.lit(n) for n, _ in missing]).cast("array<string>")
+    values = F.create_map(*[x for n, v in missing for x in (F.lit(n), F.lit(v).cast("string"))])
+    restricted = [(n, before[n]) for n, _ in missing if before is not None and n in before]
+    if restricted:
+        signatures = [F.when(_one_of(signature, layouts), F.lit(n)) for n, layouts in restricted]
+        limited = {n for n, _ in restricted}
+        open_names = [n for n, _ in missing if n not in limited]
+        allowed = F.array_compact(
+            F.array(*signatures, *[F.lit(n) for n in open_names]).cast("array<string>")
+        )
+        names = F.array_intersect(names, allowed)
     for image in ("after", "before") if keyless else ("after",):
-        value: Column = F.col(image)
-        for name, text in missing:
-            lacks = (
-                types.isNotNull()
-                & ~F.map_contains_key(types, F.lit(name))
-                & value.isNotNull()
-                & ~F.map_contains_key(value, F.lit(name))
-            )
-            if before is not None and name in before:
-                earlier = [F.array(*[F.lit(n) for n in names]).cast("array<string>")
-                           for names in before[name]]  # fmt: skip
-                encoded_before = F.lit(False)  # noqa: FBT003
-                for names in earlier:
-                    encoded_before = encoded_before | (signature == names)
-                lacks = lacks & encoded_before
-            value = F.when(
-                lacks, F.map_concat(value, F.create_map(F.lit(name), F.lit(text)))
-            ).otherwise(value)
-        changes = changes.withColumn(image, value)
+        value = F.col(image)
+        lacking = F.array_except(F.array_except(names, F.map_keys(types)), F.map_keys(value))
+        changes = changes.withColumn(
+            image,
+            F.when(
+                types.isNotNull() & value.isNotNull() & (F.size(lacking) > 0),
+                F.map_concat(value, _entries_of(values, lacking)),
+            ).otherwise(value),
+        )
     return changes
+
+
+def image_fills(spec: TableSpec) -> list[tuple[str, str | None]]:
+    """The spec's ``missing`` that some image may lack: the columns not in every layout.
+
+    An image's ``column_types`` are one of the table's layouts, so a column every layout
+    has is in every image's (without layouts, every column of ``missing`` may be lacked).
+    """
+    if not spec.layouts:
+        return list(spec.missing)
+    everywhere = set.intersection(*({n for n, _ in layout} for layout in spec.layouts))
+    return [(n, v) for n, v in spec.missing if n not in everywhere]
+
+
+def _entries_of(values: Column, names: Column) -> Column:
+    """The entries of the map ``values`` whose key is in the array ``names``."""
+    return F.map_filter(values, lambda k, _: F.array_contains(names, k))
+
+
+def _one_of(signature: Column, layouts: Sequence[Sequence[str]]) -> Column:
+    """``signature`` (sorted column names) is one of ``layouts``'."""
+    found = F.lit(False)  # noqa: FBT003
+    for names in layouts:
+        found = found | (signature == F.array(*[F.lit(n) for n in names]).cast("array<string>"))
+    return found
 
 
 def renamed_images(

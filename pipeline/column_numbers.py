@@ -86,7 +86,7 @@ def stored_fills(
     numbers: Mapping[str, int],
     stored: Sequence[str],
     newest: Layout,
-    missing: Mapping[str, str],
+    missing: Mapping[str, str | None],
 ) -> dict[str, Fill]:
     """The columns of the newest layout whose stored values must be set, and how.
 
@@ -126,7 +126,11 @@ def planned_fills(
     types = dict(spec.columns)
     copies = {n: stored[s] for n, (how, s) in fills.items() if how == "from" and s is not None}
     checked_type_changes(copies, [(n, types[n]) for n in copies], store)
-    fills |= {n: ("value", v) for n, v in spec.missing if n not in stored and n not in fills}
+    fills |= {
+        n: ("value", v)
+        for n, v in spec.missing
+        if v is not None and n not in stored and n not in fills  # NULL: the ADD gives it
+    }
     return fills, numbers
 
 

@@ -33,11 +33,13 @@ key is left as it is. Each apply counts them (its return value) and logs one war
 table and batch naming the table, the count and a key, and what fills the row in (a
 load: ``walcast snapshot --table``). "Every column" is the table spec's columns (from its
 layout, or the changes): a change that sent all of them still upserts a row the table
-does not hold, as before. Decision where the rule is vague: a change older than a column
-added later (``ALTER TABLE … ADD COLUMN``) did not send that column either, so it too is
-kept out rather than stored with a NULL PostgreSQL may not hold (the column's default),
-unless the layout names the value the rows stored before the ADD read, which such a change
-then carries (:func:`pipeline.added_columns.fill_images`).
+does not hold, as before. A change older than a column added later (``ALTER TABLE … ADD
+COLUMN``) did not send that column either: it carries what the rows stored before the ADD
+read when the layout says (the DEFAULT's value, or NULL for a column without a DEFAULT:
+:func:`pipeline.added_columns.fill_images`), as the row did at the source. Decision where
+the rule is vague: when the layout does not say (a DEFAULT whose value for those rows the
+catalog did not hold, or no layout), such a change is kept out rather than stored with a
+NULL PostgreSQL may not hold.
 """
 
 # ruff: noqa: N812, FBT003
@@ -98,7 +100,9 @@ def spec_from_layout(layout: Any, *, typed: bool = True) -> TableSpec:
         for c in layout["columns"]
     )
     missing = tuple(
-        (c["name"], c["missing"]) for c in layout["columns"] if c["missing"] is not None
+        (c["name"], c["missing"])
+        for c in layout["columns"]
+        if c["missing"] is not None or c["missing_null"]
     )
     return TableSpec(
         layout["schema"], layout["table"], cols, tuple(layout["primary_key"] or ()), (), missing

@@ -49,9 +49,11 @@ class TableSpec:
     no longer has: dropped (or renamed) at the source after those changes. Stored when a
     change sends them, never required of a change (a row inserted after the DROP has no
     such column)."""
-    missing: tuple[tuple[str, str], ...] = ()
-    """Columns the source added with a DEFAULT, each with the value (PostgreSQL text) the
-    rows stored before read as (the layout's ``missing``: :mod:`pipeline.added_columns`)."""
+    missing: tuple[tuple[str, str | None], ...] = ()
+    """Columns with the value (PostgreSQL text) the rows stored before their ADD read as:
+    the layout's ``missing`` (a DEFAULT's), or None (NULL) where it says ``missing_null``
+    (no DEFAULT). A column not here has a value unknown to walcast for such rows
+    (:mod:`pipeline.added_columns`)."""
     layouts: tuple[Layout, ...] = ()
     """Every layout version of the table known to the job, oldest first (the newest last,
     the one ``columns`` come from), for following renames (:mod:`pipeline.column_numbers`);

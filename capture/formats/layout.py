@@ -37,6 +37,7 @@ Decisions:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from capture.events import Column, Table
@@ -71,13 +72,22 @@ def declared_type(name: str, typmod: int) -> str:
     return name + modifier_text(name, typmod)
 
 
+def _missing(values: Mapping[str, str | None], name: str) -> dict[str, Any]:
+    """A layout column's ``missing`` (the value's text) or ``missing_null`` (NULL), if known."""
+    if name not in values:
+        return {}
+    value = values[name]
+    return {"missing_null": True} if value is None else {"missing": value}
+
+
 def layout_record(table: Table) -> dict[str, Any]:
     """Describe ``table`` in the layout record walcast publishes per Relation message.
 
     ``columns`` are in column order (the order of the Relation message and of every
     format's values). A column added with a DEFAULT that rows stored before read as has
     ``missing``, that value as PostgreSQL's text (:attr:`capture.events.Table.missing_values`;
-    materialize gives it to those rows, whose changes never carried the column). A column
+    materialize gives it to those rows, whose changes never carried the column); a column
+    without a DEFAULT, which those rows read as NULL, has ``missing_null`` (true). A column
     whose catalog number is known has ``number`` (:attr:`capture.events.Table.column_numbers`:
     materialize follows a RENAME COLUMN by it, and tells a column dropped and added again).
     """
@@ -92,7 +102,7 @@ def layout_record(table: Table) -> dict[str, Any]:
             "key": c.is_key,
             "primary_key": c.name in table.primary_key,
             "rendering": rendering(c),
-            **({"missing": table.missing_values[c.name]} if c.name in table.missing_values else {}),
+            **_missing(table.missing_values, c.name),
             **({"number": table.column_numbers[c.name]} if c.name in table.column_numbers else {}),
         }
         for i, c in enumerate(table.columns)

@@ -1,8 +1,9 @@
 """Unit tests (no server): what a Relation message's table takes from the catalog.
 
 * the values that rows stored before an ``ADD COLUMN … DEFAULT`` read (``attmissingval``),
-  named in its layout record; a new column whose DEFAULT the catalog cannot give for those
-  rows is warned about once, naming the table and the reload;
+  named in its layout record, and NULL for a column without a DEFAULT (``missing_null``); a
+  new column whose DEFAULT the catalog cannot give for those rows is warned about once,
+  naming the table and the reload;
 * each column's number (``attnum``), which a RENAME COLUMN keeps: in the layout record as
   ``number``, only where the catalog of now still describes the message's column.
 """
@@ -34,24 +35,30 @@ def test_the_rows_stored_before_an_added_column_read_its_default() -> None:
     catalog = {
         "id": column(1, type_oid=INT4), "note": column(2), "region": column(4, "eu"),
         "gone": column(5, "x"), "stamped": column(6, default=True),
+        "retyped": column(7, type_oid=INT4),
     }  # fmt: skip
     asked: list[int] = []
     cache = RelationCache(column_resolver=lambda oid: asked.append(oid) or catalog)
     before = cache.apply_relation(relation("id", "note"))
-    assert before.missing_values == {}
+    assert before.missing_values == {"id": None, "note": None}
     with capture_logs() as logs:
-        table = cache.apply_relation(relation("id", "note", "region", "stamped"))
+        table = cache.apply_relation(relation("id", "note", "region", "stamped", "retyped"))
     assert asked == [7, 7]  # once per Relation message
-    # "gone" is not a column of this layout (dropped since); "stamped" has no value to give
-    assert table.missing_values == {"region": "eu"}
+    # "gone" is not a column of this layout (dropped since); "stamped" has no value to give;
+    # "retyped" is int4 now, text in the message: another column by that name, unknown
+    assert table.missing_values == {"id": None, "note": None, "region": "eu"}
     columns = {c["name"]: c for c in layout_record(table)["columns"]}
     assert columns["region"]["missing"] == "eu"
+    assert "missing_null" not in columns["region"]
+    assert columns["note"]["missing_null"] is True
     assert "missing" not in columns["note"]
-    assert "missing" not in columns["stamped"]
+    for unknown in ("stamped", "retyped"):
+        assert "missing" not in columns[unknown]
+        assert "missing_null" not in columns[unknown]
     assert (
         table.layout_version
         == RelationCache()
-        .apply_relation(relation("id", "note", "region", "stamped"))
+        .apply_relation(relation("id", "note", "region", "stamped", "retyped"))
         .layout_version
     ), "the catalog's facts are not part of the layout's version"
     warnings = [e for e in logs if e["log_level"] == "warning"]
