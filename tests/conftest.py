@@ -291,9 +291,13 @@ def _own_services_dir(worker: str) -> str:
     return f"{base}-{worker}"
 
 
-LIGHT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+LIGHT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 """The JIT's first tier and the serial collector, for the JVMs the tests start that run one
-short job or mostly idle (an environment's own value of the variable wins):
+short job or mostly idle (an environment's own value of the variable wins). The code cache
+keeps the size it has with both tiers: with the first tier only, the JVM shrinks it to 48 MB,
+which a session that runs for minutes outgrows (``tests/test_soak.py`` run alone, whose
+session gets these flags: ``VirtualMachineError: Out of space in CodeCache for adapters``
+in a materialize batch, 2026-12-04):
 
 * every Spark driver a test starts as a process (``walcast spark …``, ``spark-submit``, the
   demo), through ``SPARK_SUBMIT_OPTS``, which Spark's launcher reads: the machine's CPU for
