@@ -72,7 +72,8 @@ and each must equal ``SELECT *`` of its database, as a multiset, value for value
 numbers), over the table's current columns. One vendor format (``--history-format``,
 ``canal`` by default when it is checked, else the first checked one; not ``debezium``,
 whose history is not verified here) is materialized into Delta Lake with ``history=True``
-(a history needs Delta; the others stay Parquet), and for each moment and keyed table
+(a history needs Delta; the others go to ``--store``: Parquet by default, Delta Lake or
+Apache Iceberg), and for each moment and keyed table
 ``read_table(…, source=<source key>, as_of_lsn=<the moment's LSN>)`` must equal the moment's
 rows in the same way (same value normalization, same known-bug and IBM rules), over the
 columns the table had at that moment only: ``accounts`` gains and loses columns, and the
@@ -103,7 +104,7 @@ timeout).
 
 Usage: eval "$(scripts/local-services start all)"
        .venv/bin/python bench/soak.py [--minutes 3] [--seed N] [--formats json,canal,...]
-           [--moments 3] [--history-format canal|none|...]
+           [--moments 3] [--history-format canal|none|...] [--store parquet|delta|iceberg]
 """
 
 from __future__ import annotations
@@ -147,6 +148,9 @@ VENDOR_FORMATS = ALL_FORMATS[1:]
 HISTORY_FORMATS = tuple(f for f in VENDOR_FORMATS if f != "debezium")
 """Formats ``--history-format`` may name: their changes carry walcast's commit LSN (the
 ``walcast.commit_lsn`` header). Debezium's is not verified with a history here."""
+STORES = ("parquet", "delta", "iceberg")
+"""``--store``: the stores ``walcast spark materialize --store`` offers."""
+
 DEFAULT_HISTORY_FORMAT = "canal"
 FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {"debezium": ("debezium.skipped_operations=none",)}
 """Format settings the daemons run with (Debezium skips TRUNCATE by default)."""
@@ -756,8 +760,9 @@ class Options:
     workdir: Path | None = None
     keep: bool = False
     catch_up_timeout: float = 600.0
-    delta: bool | None = False
-    """Materialize into Delta Lake (True), Parquet (False) or Delta when available (None)."""
+    store: str = "parquet"
+    """Where the vendor formats are materialized (:data:`STORES`); the history format is
+    always Delta Lake (a history needs it)."""
     verbose: bool = False
     """Print the Spark jobs' lines too."""
     strict: bool = True
@@ -1413,6 +1418,7 @@ def build_spark() -> Any:
     return build_session(
         SessionOptions(
             shuffle_partitions=2,
+            iceberg=True,
             extra={
                 "spark.sql.ansi.enabled": "false",
                 "spark.default.parallelism": "2",
@@ -1741,7 +1747,8 @@ def _check_format(
         normalized=str(base / "changes"), state=str(base / "state"),
         checkpoint=str(base / "materialize-ckpt"), bootstrap=options.bootstrap,
         layout_topic=prefix + ".schemas", typed=False, available_now=True, report=job_line,
-        use_delta=True if history else options.delta, history=history,
+        use_delta=True if history else options.store == "delta", history=history,
+        store=None if history else options.store,
         query_name=f"soak-materialize-{fmt}",
     )  # fmt: skip
     materialize.run(spark)
@@ -1749,7 +1756,8 @@ def _check_format(
     result.notes.append(
         f"normalize: {normalize.totals.written:,} changes written"
         + (f", quarantined {reasons}" if reasons else "")
-        + f"; materialize: {materialize.totals.changes:,} changes applied"
+        + f"; materialize ({'delta, with a history' if history else options.store}): "
+        + f"{materialize.totals.changes:,} changes applied"
     )
     for db in databases:
         truncated = db.writer.stats.truncated_tables
@@ -1919,6 +1927,13 @@ def parse_args(argv: Sequence[str] | None = None) -> Options | str:
         "when it is checked, else the first checked of those)",
     )
     parser.add_argument(
+        "--store",
+        choices=STORES,
+        default="parquet",
+        help="where the vendor formats are materialized (default parquet; the history "
+        "format's tables are Delta Lake)",
+    )
+    parser.add_argument(
         "--tolerate-known-bugs",
         action="store_true",
         help="known walcast bugs (KNOWN_BUGS) are reported but do not fail the run",
@@ -1949,7 +1964,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options | str:
         formats=formats, check_formats=checked, rate=args.rate, fault_every=args.fault_every,
         partitions=args.partitions, scale=args.scale, workdir=args.workdir, keep=args.keep,
         strict=not args.tolerate_known_bugs, verbose=args.verbose, moments=args.moments,
-        history_format=history,
+        history_format=history, store=args.store,
     )  # fmt: skip
 
 

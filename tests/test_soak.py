@@ -4,16 +4,17 @@ Two databases (same tables, other rows) are streamed by two ``walcast run`` daem
 format into the same topics, with inserts, updates, deletes, key changes (TOASTed rows
 too), TRUNCATE, ADD/DROP COLUMN, rolled-back transactions, ``kill -9``, a slot dropped and
 re-created and on-demand reloads at random times. Then the json topics folded as a
-consumer does, and one vendor format through the Spark jobs (rotating with the seed: six
-runs cover all six; ``bench/soak.py`` checks them all), must equal ``SELECT *`` of each
-database.
+consumer does, and one vendor format through the Spark jobs into one store (both rotating
+with the seed: seven runs cover the seven formats, three the Parquet, Delta and Iceberg
+stores; ``bench/soak.py`` checks every format), must equal ``SELECT *`` of each database.
 
 The seed is random and printed; ``WALCAST_SOAK_SEED=N`` reruns one (the same workload and
 faults; only their interleaving depends on timing), ``WALCAST_SOAK_FORMAT=ibm`` picks the
-vendor format. Known walcast bugs (``bench.soak.KNOWN_BUGS``) are printed and do not fail
-the test unless ``WALCAST_SOAK_STRICT=1``; any other difference fails it. The history check
-at recorded moments runs with the soak's default (``canal``'s history), so here only when
-the rotating vendor format is ``canal``.
+vendor format and ``WALCAST_SOAK_STORE=iceberg`` the store. Known walcast bugs
+(``bench.soak.KNOWN_BUGS``) are printed and do not fail the test unless
+``WALCAST_SOAK_STRICT=1``; any other difference fails it. The history check at recorded
+moments runs with the soak's default (``canal``'s history), so here only when the rotating
+vendor format is ``canal``.
 
 The unit tests below (no services) cover the soak's options and its report's text.
 """
@@ -30,6 +31,7 @@ import pytest
 from bench.soak import (
     HISTORY_FORMATS,
     KNOWN_BUGS,
+    STORES,
     VENDOR_FORMATS,
     Database,
     FormatResult,
@@ -69,7 +71,10 @@ def spark() -> Iterator[object]:
 def test_soak_short(pg_dsn: str, kafka_bootstrap: str, spark, tmp_path: Path) -> None:
     seed = int(os.environ.get("WALCAST_SOAK_SEED") or random.SystemRandom().randrange(2**31))
     vendor = os.environ.get("WALCAST_SOAK_FORMAT") or VENDOR_FORMATS[seed % len(VENDOR_FORMATS)]
-    print(f"walcast soak seed {seed} (rerun: WALCAST_SOAK_SEED={seed}), checks json and {vendor}")
+    # the store from the seed too, independently of the format (7 formats, 3 stores)
+    store = os.environ.get("WALCAST_SOAK_STORE") or STORES[seed // len(VENDOR_FORMATS) % 3]
+    rerun = f"WALCAST_SOAK_SEED={seed} WALCAST_SOAK_FORMAT={vendor} WALCAST_SOAK_STORE={store}"
+    print(f"walcast soak seed {seed} (rerun: {rerun}), checks json and {vendor} in {store}")
     options = Options(
         dsn=pg_dsn,
         bootstrap=kafka_bootstrap,
@@ -81,13 +86,13 @@ def test_soak_short(pg_dsn: str, kafka_bootstrap: str, spark, tmp_path: Path) ->
         check_formats=("json", vendor),
         strict=os.environ.get("WALCAST_SOAK_STRICT") == "1",
         workdir=tmp_path / "soak",
+        store=store,
     )
     report = run_soak(options, spark)
     print(report.text())
     faults = report.faults
     assert report.exit_code == 0, (
-        f"soak seed {seed} failed (rerun: WALCAST_SOAK_SEED={seed} "
-        f"WALCAST_SOAK_FORMAT={vendor} pytest tests/test_soak.py):\n{report.text()}"
+        f"soak seed {seed} failed (rerun: {rerun} pytest tests/test_soak.py):\n{report.text()}"
     )
     # the short run still exercises every fault and the whole check
     assert faults.kills > 0, report.text()
@@ -114,6 +119,15 @@ def test_moments_and_history_format_defaults() -> None:
     assert options.history_format == "canal"
     assert history_format(options) == "canal"
     assert "debezium" not in HISTORY_FORMATS
+
+
+def test_the_store_is_parquet_unless_another_is_named(capsys) -> None:
+    assert options_of().store == "parquet"
+    assert options_of("--store", "iceberg").store == "iceberg"
+    with pytest.raises(SystemExit) as exited:
+        parse_args([*SERVICES, "--store", "hudi"])
+    assert exited.value.code == 2
+    assert "--store: invalid choice: 'hudi'" in capsys.readouterr().err
 
 
 def test_history_format_follows_the_checked_formats() -> None:
