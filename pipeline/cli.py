@@ -404,6 +404,16 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
         "others update the open one in place (default: every column)",
     )
     parser.add_argument(
+        "--partition-by",
+        action="append",
+        metavar="SCHEMA.TABLE=FIELD[,FIELD...]",
+        help="partition the state table of SCHEMA.TABLE, when materialize creates it, by "
+        "these columns, or (--store iceberg) Iceberg transforms of them: years(c), "
+        "months(c), days(c), hours(c), bucket(N, c); repeat for other tables (default: "
+        "unpartitioned; Delta or Iceberg only; a table that exists with another "
+        "partitioning is refused)",
+    )
+    parser.add_argument(
         "--change-data-feed",
         action="store_true",
         help="turn Delta's Change Data Feed on for the state tables "
@@ -594,10 +604,14 @@ def materialize_job(args: argparse.Namespace) -> MaterializeJob:
     from pipeline.history import PARQUET_REFUSAL  # noqa: PLC0415
     from pipeline.iceberg_store import refuse_unsupported  # noqa: PLC0415
     from pipeline.materialize import MaterializeJob  # noqa: PLC0415
+    from pipeline.partitioning import check_store, parse_partition_by  # noqa: PLC0415
 
     store = store_choice(args)
     if store == "iceberg":
         refuse_unsupported(history=args.history, change_data_feed=args.change_data_feed)
+    partition_by = parse_partition_by(args.partition_by)
+    # no store named: Delta when installed, else Parquet (refused when the session says so)
+    check_store(partition_by, store or "delta")
     if args.history and store == "parquet":
         raise ConfigError(PARQUET_REFUSAL, hint="drop --parquet (Delta Lake is then required)")
     if args.change_data_feed and store == "parquet":
@@ -623,6 +637,7 @@ def materialize_job(args: argparse.Namespace) -> MaterializeJob:
         history=args.history,
         history_columns=columns,
         change_data_feed=args.change_data_feed,
+        partition_by=partition_by,
     )
 
 

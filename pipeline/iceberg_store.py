@@ -58,6 +58,12 @@ from pipeline.conflicts import retry_conflicts
 from pipeline.fold import without_truncated
 from pipeline.lineage import with_lineage
 from pipeline.model import LOG_ORDER
+from pipeline.partitioning import (
+    PartitionField,
+    check_columns,
+    check_partitioning,
+    iceberg_columns,
+)
 from pipeline.row_keys import keep_row_keys
 from pipeline.stores import (
     _merge_by_key,  # the Delta store's MERGEs, shared on purpose
@@ -296,8 +302,12 @@ def apply_iceberg(
     order: Sequence[str] = LOG_ORDER,
     *,
     source: str | None = None,
+    partition_by: Sequence[PartitionField] = (),
 ) -> int:
     """MERGE ``changes`` in ``order`` into the Iceberg table of ``spec`` (once per batch id).
+
+    ``partition_by``: the table's partition fields when it is created; a table that exists
+    with others is refused (:mod:`pipeline.partitioning`).
 
     ``root`` is materialize's output (the Hadoop catalog's warehouse unless the session
     configures catalog ``walcast``); ``source`` is the changes' source. Returns the number
@@ -308,7 +318,15 @@ def apply_iceberg(
     name = table_name(catalog, spec.schema, spec.table, source)
     created = not spark.catalog.tableExists(name)
     if created:
-        empty_table(spark, spec).writeTo(name).using("iceberg").create()
+        check_columns(partition_by, spec.schema, spec.table, base.columns)
+        writer = empty_table(spark, spec).writeTo(name).using("iceberg")
+        if partition_by:
+            writer = writer.partitionedBy(*iceberg_columns(partition_by))
+        writer.create()
+    elif partition_by:
+        check_partitioning(
+            partition_by, spec.schema, spec.table, partition_fields(spark, name), "iceberg"
+        )
     properties = TableProperties.read(spark, name)
     stored = stored_types(spark.table(name))
     widened = checked_type_changes(stored, spec.columns, "iceberg")
@@ -396,3 +414,13 @@ def refuse_unsupported(*, history: bool, change_data_feed: bool) -> None:
         raise ConfigError(HISTORY_REFUSAL, hint="drop --history, or use --store delta")
     if change_data_feed:
         raise ConfigError(CHANGE_FEED_REFUSAL, hint="drop --change-data-feed")
+
+
+def partition_fields(spark: SparkSession, name: str) -> list[str]:
+    """The Iceberg table's partition fields as ``DESCRIBE TABLE`` prints them, in order."""
+    rows = spark.sql(f"DESCRIBE TABLE {name}").collect()
+    return [
+        str(r["data_type"])
+        for r in rows
+        if str(r["col_name"]).startswith("Part ") and str(r["col_name"])[5:].isdigit()
+    ]

@@ -77,6 +77,7 @@ from pipeline.layouts import layout_topic_name, read_layouts, warn_sourceless
 from pipeline.lineage import LINEAGE_NAMES
 from pipeline.model import LOG_ORDER, NORMALIZED, order_columns
 from pipeline.normalize import rate_text
+from pipeline.partitioning import Partitioning, check_store
 from pipeline.pgtypes import spark_type
 from pipeline.session import session_uses_delta
 from pipeline.stores import (
@@ -117,6 +118,7 @@ def apply_batch(
     without_history: set[str] | None = None,
     store: str | None = None,
     report: Callable[[str], None] | None = None,
+    partition_by: Partitioning | None = None,
 ) -> dict[str, int]:
     """Apply one batch of normalized changes to the state tables.
 
@@ -127,7 +129,8 @@ def apply_batch(
     otherwise), each keyed table's history is updated too (``history_columns``: the
     tracked columns); the names of tables left without one (no primary key) are added to
     ``without_history``. ``store="iceberg"`` writes Iceberg tables (else ``use_delta``
-    or the session picks Delta or Parquet).
+    or the session picks Delta or Parquet). ``partition_by`` partitions the tables it names
+    as they are created (:mod:`pipeline.partitioning`; refused for Parquet).
 
     A table whose newest layout changed a column's type in a way its store cannot follow
     (:mod:`pipeline.type_changes`) is left as it was: its changes of the batch go to the
@@ -142,6 +145,9 @@ def apply_batch(
     if (history or change_data_feed) and not delta:
         what = PARQUET_REFUSAL if history else "--change-data-feed needs Delta Lake tables"
         raise ConfigError(what, hint="install delta-spark (pip install 'walcast[spark]')")
+    store_name = "iceberg" if iceberg else "delta" if delta else "parquet"
+    partition_by = partition_by or {}
+    check_store(partition_by, store_name)
     by_table: dict[tuple[str | None, str, str], Any] = {}
     # per table, the type of each column its older layouts had (the newest that had it)
     earlier: dict[tuple[str | None, str, str], dict[str, str]] = {}
@@ -216,7 +222,6 @@ def apply_batch(
         )
     done: dict[str, int] = {}
     refusals: list[DataFrame] = []
-    store_name = "iceberg" if iceberg else "delta" if delta else "parquet"
     for (source, schema, table), count in sorted(counts.items(), key=_by_name):
         order = orders[(source, schema, table)]
         part = changes.where(
@@ -256,13 +261,14 @@ def apply_batch(
             if iceberg:
                 apply_iceberg(
                     spark, state_root, spec, filled, batch_id, f"{app_id}:{path}", order,
-                    source=source,
+                    source=source, partition_by=partition_by.get((schema, table), ()),
                 )  # fmt: skip
             elif delta:
                 apply_delta(
                     spark, path, spec, filled, batch_id, f"{app_id}:{path}", order,
                     change_data_feed=change_data_feed,
                     applied=ranges.get((source, schema, table)),
+                    partition_by=partition_by.get((schema, table), ()),
                 )  # fmt: skip
             else:
                 apply_parquet(spark, path, spec, filled, batch_id, order)
@@ -425,6 +431,9 @@ class MaterializeJob:
     """Turn Delta's Change Data Feed on for the state tables."""
     store: str | None = None
     """``iceberg`` for Apache Iceberg tables (None: ``use_delta`` or the session decides)."""
+    partition_by: Partitioning = field(default_factory=dict)
+    """The partition fields of the tables it names, as they are created
+    (:mod:`pipeline.partitioning`)."""
     report: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
     """Where the per-batch lines and the summary go."""
     applied: dict[str, int] = field(default_factory=dict)
@@ -503,6 +512,7 @@ class MaterializeJob:
                     without_history=without_history,
                     store=self.store,
                     report=self.report,
+                    partition_by=self.partition_by,
                 )
             except WalcastError as exc:
                 self.failure = exc

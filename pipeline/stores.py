@@ -62,6 +62,12 @@ from pipeline.delta_versions import USER_METADATA, BatchRange, commit_metadata
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, rekeyed, without_truncated
 from pipeline.lineage import LINEAGE_COLUMNS, LINEAGE_NAMES, multiset_lineage, with_lineage
 from pipeline.model import LOG_ORDER
+from pipeline.partitioning import (
+    PartitionField,
+    check_columns,
+    check_partitioning,
+    delta_columns,
+)
 from pipeline.pgtypes import from_text, spark_type
 from pipeline.row_keys import keep_row_keys
 from pipeline.tables import (
@@ -457,8 +463,12 @@ def apply_delta(
     *,
     change_data_feed: bool = False,
     applied: BatchRange | None = None,
+    partition_by: Sequence[PartitionField] = (),
 ) -> int:
     """MERGE ``changes`` in ``order`` into the Delta table at ``path`` (once per batch id).
+
+    ``partition_by``: the table's partition columns when it is created; a table that
+    exists with others is refused (:mod:`pipeline.partitioning`).
 
     Returns the number of rows kept out (no partial rows: module doc). With
     ``change_data_feed``, the table's Change Data Feed is turned on first. A step that
@@ -472,16 +482,25 @@ def apply_delta(
     base, spec = source_spec(spec), stored_spec(spec)
     created = not DeltaTable.isDeltaTable(spark, path)
     if created:
+        check_columns(partition_by, spec.schema, spec.table, base.columns)
         # with the feed from the table's first version on: a reader may start at version 0
         default = "spark.databricks.delta.properties.defaults.enableChangeDataFeed"
         if change_data_feed:
             spark.conf.set(default, "true")
         try:
-            empty_table(spark, spec).write.format("delta").mode("ignore").save(path)
+            writer = empty_table(spark, spec).write.format("delta").mode("ignore")
+            if partition_by:
+                writer = writer.partitionBy(*delta_columns(partition_by))
+            writer.save(path)
         finally:
             if change_data_feed:
                 spark.conf.unset(default)
     target = DeltaTable.forPath(spark, path)
+    if partition_by and not created:
+        found = target.detail().select("partitionColumns").first()
+        check_partitioning(
+            partition_by, spec.schema, spec.table, list(found[0]) if found else [], "delta"
+        )
     properties = TableProperties.read(spark, f"delta.{quote_identifier(path)}")
     stored = stored_types(target.toDF())
     widened = checked_type_changes(stored, spec.columns, "delta")

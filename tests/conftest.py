@@ -149,6 +149,7 @@ FILE_SECONDS = {
     "test_added_and_dropped_columns.py": 160,  # an estimate (2026-12-04), from CI's 270 s
     # for the two files it replaces (7 stores' runs, 4 now)
     "test_renamed_columns.py": 120,  # an estimate (2026-12-04): 3 stores, 40-60 s each alone
+    "test_partitioning.py": 70,  # an estimate (2026-12-04): 52 s alone, a JVM's start included
     # the others
     "test_demo.py": 225,
     "test_secured_kafka.py": 219,
@@ -251,6 +252,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     one worker: its services are its own (``WALCAST_SERVICES_DIR``), so a restart meets
     none of the other workers' tests.
     """
+    _mark_pipeline_unit_tests(items)
     if _worker_with_own_services():
         _spark_lanes(items)
         for item in items:
@@ -265,6 +267,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         scopes = {d.scope for defs in info.name2fixturedefs.values() for d in defs}
         if scopes & {"module", "package"}:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def _mark_pipeline_unit_tests(items: list[pytest.Item]) -> None:
+    """Mark ``spark`` the tests of ``tests/pipeline`` marked neither ``integration`` nor
+    ``spark``: every module there needs pyspark (``make unit-nospark`` leaves the directory
+    out), so without the mark such a test ran in no tier of ``make test`` (35 did not,
+    2026-12-04: ``tests/pipeline/test_column_numbers.py`` among them)."""
+    pipeline_tests = Path(__file__).parent / "pipeline"
+    for item in items:
+        if not item.path.is_relative_to(pipeline_tests):
+            continue
+        if item.get_closest_marker("integration") or item.get_closest_marker("spark"):
+            continue
+        item.add_marker(pytest.mark.spark)
 
 
 PER_WORKER = "WALCAST_TEST_SERVICES_PER_WORKER"
