@@ -14,9 +14,12 @@ Decisions (where the issue is silent):
   of partition directories gets the partition columns back last, with guessed types.
 * **Set once, at creation.** A table that exists keeps its partitioning. When it differs
   from the one asked for (another, or none), materialize stops with one line naming the
-  table, both partitionings and what to do, before writing anything: it never
-  re-partitions a table silently. Without ``--partition-by`` for a table, nothing is
-  checked (a later run need not repeat the flag).
+  table, both partitionings and what to do, before writing that table: it never
+  re-partitions a table silently. (The batch's tables before it, in name order, may be
+  written already: the batch's checkpoint is not committed, so the run with the right
+  flags applies it again, and each store skips what it has: idempotent per batch.) Without
+  ``--partition-by`` for a table, nothing is checked (a later run need not repeat it). The
+  refusals of a field by the new table's columns stop the batch the same way.
 * A field naming a column the table does not have when it is created is refused (one
   line naming the table's columns); so is a transform of a column of the wrong type (the
   message names the field and the type). ``truncate(W, c)`` is not offered (Spark's
