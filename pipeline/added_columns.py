@@ -1,4 +1,4 @@
-"""Columns the source added with a DEFAULT: the rows stored before get its value.
+"""Columns the source added: the rows stored before get the DEFAULT's value (or NULL).
 
 PostgreSQL adds a column with a non-volatile DEFAULT (``ALTER TABLE … ADD COLUMN c int
 DEFAULT 7``) without writing any row: the rows stored before read the value from the
@@ -108,18 +108,6 @@ def fill_images(
             ).otherwise(value),
         )
     return changes
-
-
-def image_fills(spec: TableSpec) -> list[tuple[str, str | None]]:
-    """The spec's ``missing`` that some image may lack: the columns not in every layout.
-
-    An image's ``column_types`` are one of the table's layouts, so a column every layout
-    has is in every image's (without layouts, every column of ``missing`` may be lacked).
-    """
-    if not spec.layouts:
-        return list(spec.missing)
-    everywhere = set.intersection(*({n for n, _ in layout} for layout in spec.layouts))
-    return [(n, v) for n, v in spec.missing if n not in everywhere]
 
 
 def _entries_of(values: Column, names: Column) -> Column:

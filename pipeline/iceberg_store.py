@@ -417,10 +417,29 @@ def refuse_unsupported(*, history: bool, change_data_feed: bool) -> None:
 
 
 def partition_fields(spark: SparkSession, name: str) -> list[str]:
-    """The Iceberg table's partition fields as ``DESCRIBE TABLE`` prints them, in order."""
-    rows = spark.sql(f"DESCRIBE TABLE {name}").collect()
-    return [
-        str(r["data_type"])
-        for r in rows
-        if str(r["col_name"]).startswith("Part ") and str(r["col_name"])[5:].isdigit()
+    """The Iceberg table's partition fields as ``DESCRIBE TABLE`` prints them, in order.
+
+    Spark prints two shapes: with a transform among the fields, a ``# Partitioning``
+    section of ``Part N`` rows naming each field (``days(at)``, ``region``); with columns
+    only, a ``# Partition Information`` section whose rows (after its ``# col_name``
+    header) name the columns.
+    """
+    rows = [
+        (str(r["col_name"]), str(r["data_type"]))
+        for r in spark.sql(f"DESCRIBE TABLE {name}").collect()
     ]
+    parts = [kind for col, kind in rows if col.startswith("Part ") and col[5:].isdigit()]
+    if parts:
+        return parts
+    section = [col for col, _ in rows]
+    if "# Partition Information" not in section:
+        return []
+    start = section.index("# Partition Information") + 1
+    columns = []
+    for col in section[start:]:
+        if col == "# col_name":
+            continue
+        if not col or col.startswith("#"):
+            break
+        columns.append(col)
+    return columns

@@ -61,7 +61,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from capture.errors import ConfigError, WalcastError
 from capture.state.identity import SourceIdentity
 from pipeline import preflight
-from pipeline.added_columns import fill_images, image_fills, renamed_images
+from pipeline.added_columns import fill_images, renamed_images
 from pipeline.column_numbers import former_names, image_renames
 from pipeline.delta_versions import BatchRange
 from pipeline.errors import run_job
@@ -153,10 +153,11 @@ def apply_batch(
     earlier: dict[tuple[str | None, str, str], dict[str, str]] = {}
     # per table, every layout with its columns' catalog numbers (renames), oldest first
     history_of: dict[tuple[str | None, str, str], list[Layout]] = {}
-    # per table, each column whose value the rows stored before its ADD read is known (a
-    # DEFAULT's, or NULL): the value, and the layouts (column names) before the first that
-    # had it (the history's fills)
-    added: dict[tuple[str | None, str, str], dict[str, tuple[str | None, list[list[str]]]]] = {}
+    # per table, each column with a DEFAULT the rows stored before its ADD read: the value,
+    # and the layouts (column names) before the first that had it (the history's fills; not
+    # a column's NULL, ``missing_null``: a name's first incarnation would fix its value for
+    # good, and one added again with a DEFAULT would lose it)
+    added: dict[tuple[str | None, str, str], dict[str, tuple[str, list[list[str]]]]] = {}
     if layouts is not None:
         rows = sorted(layouts.collect(), key=lambda r: r["layout_offset"])
         for row in rows:  # oldest first: the newest layout and type win
@@ -167,8 +168,7 @@ def apply_batch(
             )
             first_seen = added.setdefault(name, {})  # computed once per such column
             for column in row["columns"]:
-                known = column["missing"] is not None or column["missing_null"]
-                if known and column["name"] not in first_seen:
+                if column["missing"] is not None and column["name"] not in first_seen:
                     before = [sorted(n for n, _ in layout) for layout in history_of[name][:-1]]
                     first_seen[column["name"]] = (column["missing"], before)
             types = earlier.setdefault(name, {})
@@ -257,7 +257,7 @@ def apply_batch(
             # rows stored before a column added with a DEFAULT read its value
             renames = image_renames(spec.layouts)
             renamed = renamed_images(part, renames)
-            filled = fill_images(renamed, image_fills(spec), keyless=not spec.primary_key)
+            filled = fill_images(renamed, spec.missing, keyless=not spec.primary_key)
             if iceberg:
                 apply_iceberg(
                     spark, state_root, spec, filled, batch_id, f"{app_id}:{path}", order,

@@ -42,7 +42,11 @@ from capture.errors import ConfigError
 TRANSFORMS = ("years", "months", "days", "hours", "bucket")
 """Iceberg's transforms that ``--partition-by`` offers (``identity`` is a bare column)."""
 
-_NAME = r"(?:[A-Za-z_][A-Za-z0-9_$]*|`(?:[^`]|``)+`)"
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+"""A column name a partition field may name: plain (Iceberg's Spark writer parses each
+field's column again, and a name that needs quoting breaks there)."""
+_TIME = ("years", "months", "days", "hours")
+_MAX_BUCKETS = 2**31 - 1
 _FIELD = re.compile(
     rf"^\s*(?:(?P<column>{_NAME})"
     rf"|(?P<transform>[a-z]+)\s*\(\s*(?:(?P<number>[0-9]+)\s*,\s*)?(?P<arg>{_NAME})\s*\))\s*$"
@@ -56,7 +60,7 @@ class PartitionField:
     transform: str
     """``identity`` or one of :data:`TRANSFORMS`."""
     column: str
-    """The column's name (unquoted)."""
+    """The column's name: plain, never quoted (:data:`_NAME`)."""
     buckets: int | None = None
     """``bucket``'s number of buckets (None for the others)."""
 
@@ -71,10 +75,6 @@ class PartitionField:
 
 Partitioning = Mapping[tuple[str, str], tuple[PartitionField, ...]]
 """``(schema, table)`` → the table's partition fields, in order."""
-
-
-def _unquote(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name
 
 
 def _split_fields(text: str) -> list[str]:
@@ -98,11 +98,11 @@ def parse_field(text: str, flag: str) -> PartitionField:
         raise ConfigError(
             f"--partition-by {flag}: {repr(text.strip()) if text.strip() else 'an empty field'} "
             "is not a column or a transform of one",
-            hint=f"give column names or {', '.join(f'{t}(column)' for t in TRANSFORMS[:4])}, "
-            "bucket(N, column)",
+            hint="give plain column names (letters, digits, _) or "
+            f"{', '.join(f'{t}(column)' for t in _TIME)}, bucket(N, column)",
         )
     if match["column"] is not None:
-        return PartitionField("identity", _unquote(match["column"]))
+        return PartitionField("identity", match["column"])
     transform, number = match["transform"], match["number"]
     if transform not in TRANSFORMS:
         raise ConfigError(
@@ -113,9 +113,9 @@ def parse_field(text: str, flag: str) -> PartitionField:
         shape = "bucket(N, column)" if transform == "bucket" else f"{transform}(column)"
         raise ConfigError(f"--partition-by {flag}: write {shape}")
     buckets = None if number is None else int(number)
-    if buckets is not None and buckets < 1:
-        raise ConfigError(f"--partition-by {flag}: bucket needs at least 1 bucket")
-    return PartitionField(transform, _unquote(match["arg"]), buckets)
+    if buckets is not None and not 1 <= buckets <= _MAX_BUCKETS:
+        raise ConfigError(f"--partition-by {flag}: bucket needs 1 to {_MAX_BUCKETS:,} buckets")
+    return PartitionField(transform, match["arg"], buckets)
 
 
 def parse_partition_by(
@@ -123,12 +123,13 @@ def parse_partition_by(
 ) -> dict[tuple[str, str], tuple[PartitionField, ...]]:
     """``--partition-by`` values → :data:`Partitioning`; a ConfigError names a wrong one.
 
-    A table named twice gets the fields of both, in order; a field named twice is refused.
+    A table named twice gets the fields of both, in order; a field named twice, or two time
+    transforms of one column, are refused.
     """
     tables: dict[tuple[str, str], tuple[PartitionField, ...]] = {}
     for value in values or ():
         name, eq, fields = value.partition("=")
-        schema, dot, table = name.strip().partition(".")
+        schema, dot, table = (part.strip() for part in name.strip().partition("."))
         if not eq or not dot or not schema or not table or "." in table:
             raise ConfigError(
                 f"--partition-by {value}: write SCHEMA.TABLE=FIELD[,FIELD...]",
@@ -138,8 +139,19 @@ def parse_partition_by(
         parsed = [parse_field(f, value) for f in _split_fields(fields)]
         known = tables.get((schema, table), ())
         for field in parsed:
-            if any(f.column == field.column and f.transform == field.transform for f in known):
-                raise ConfigError(f"--partition-by {value}: {field.text()} is given twice")
+            same = [f for f in known if f.column == field.column]
+            if any(f.transform == field.transform for f in same):
+                raise ConfigError(
+                    f"--partition-by {value}: {field.column} has two {field.transform} fields"
+                    if field.transform != "identity"
+                    else f"--partition-by {value}: {field.column} is given twice"
+                )
+            if field.transform in _TIME and any(f.transform in _TIME for f in same):
+                raise ConfigError(
+                    f"--partition-by {value}: {field.column} has two time transforms "
+                    "(Iceberg takes one per column)",
+                    hint="keep the finest you need",
+                )
             known = (*known, field)
         tables[(schema, table)] = known
     return tables
@@ -213,7 +225,7 @@ def check_partitioning(
 ) -> None:
     """Refuse a table that exists with another partitioning (``found``: its fields' text)."""
     wanted = [f.text() for f in fields]
-    if [f.replace("`", "") for f in found] == wanted:
+    if [f.replace("`", "") for f in found] == wanted:  # names are plain: no quotes to keep
         return
     has = ", ".join(found) if found else "none"
     raise ConfigError(
@@ -237,7 +249,7 @@ def iceberg_columns(fields: Sequence[PartitionField]) -> list[Any]:
 
     out: list[Any] = []
     for field in fields:
-        column = F.col(f"`{field.column.replace('`', '``')}`")
+        column = F.col(field.column)  # a plain name (:data:`_NAME`)
         if field.transform == "identity":
             out.append(column)
         elif field.transform == "bucket":

@@ -62,6 +62,10 @@ class CatalogColumn:
     every existing and dropped one)."""
     type_oid: int
     has_default: bool
+    """The column has a DEFAULT of its own (``atthasdef``), is an identity column (whose ADD
+    numbered every row), or its type is a domain with a DEFAULT: a column without any of
+    these read NULL in the rows stored before it was added, unless a DEFAULT dropped since
+    gave them values (which no catalog says: the README's limit)."""
     missing: str | None
     """The value (text) rows stored before the column was added read as: PostgreSQL 11+
     adds a column with a non-volatile DEFAULT without rewriting the table, and stores the
@@ -79,8 +83,10 @@ def catalog_columns(conn: psycopg.Connection[Any], relation_id: int) -> dict[str
     PostgreSQL 18, and there only when asked).
     """
     rows = conn.execute(
-        "SELECT a.attname, a.attnum, a.atttypid::int8, a.atthasdef, CASE WHEN a.atthasmissing "
-        "THEN (a.attmissingval::text::text[])[1] END FROM pg_attribute a "
+        "SELECT a.attname, a.attnum, a.atttypid::int8, "
+        "a.atthasdef OR a.attidentity <> '' OR t.typdefault IS NOT NULL, "
+        "CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END "
+        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
         "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''",
         (relation_id,),
     ).fetchall()
