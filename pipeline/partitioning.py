@@ -33,19 +33,19 @@ use :func:`iceberg_columns`, :func:`delta_columns` and :func:`check_partitioning
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from capture.errors import ConfigError
 
-TRANSFORMS = ("years", "months", "days", "hours", "bucket")
+_TIME = ("years", "months", "days", "hours")
+TRANSFORMS = (*_TIME, "bucket")
 """Iceberg's transforms that ``--partition-by`` offers (``identity`` is a bare column)."""
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 """A column name a partition field may name: plain (Iceberg's Spark writer parses each
 field's column again, and a name that needs quoting breaks there)."""
-_TIME = ("years", "months", "days", "hours")
 _MAX_BUCKETS = 2**31 - 1
 _FIELD = re.compile(
     rf"^\s*(?:(?P<column>{_NAME})"
@@ -179,7 +179,18 @@ def check_store(partitioning: Partitioning, store: str) -> None:
 
 
 _TIME_TYPES = ("date", "timestamp", "timestamp_ntz")
-_UNBUCKETED = ("float", "double", "boolean")
+_UNBUCKETED = ("float", "double", "boolean", "map", "array", "struct")
+_DATED = (lambda kind: kind in _TIME_TYPES, "a date or timestamp")
+_ACCEPTS: dict[str, tuple[Callable[[str], bool], str]] = {
+    **dict.fromkeys(("years", "months", "days"), _DATED),
+    "hours": (lambda kind: kind in _TIME_TYPES[1:], "a timestamp"),
+    "bucket": (
+        lambda kind: not kind.startswith(_UNBUCKETED),
+        "a number, text, binary, date or timestamp",
+    ),
+}
+"""Per transform: which Spark column types it takes (a type's name, e.g. ``decimal(12,2)``,
+``array<int>``), and those types in words."""
 
 
 def check_columns(
@@ -199,18 +210,8 @@ def check_columns(
                 f"{', '.join(types)})",
                 hint="name one of its columns",
             )
-        takes = {
-            "years": _TIME_TYPES, "months": _TIME_TYPES, "days": _TIME_TYPES,
-            "hours": _TIME_TYPES[1:],
-        }.get(field.transform)  # fmt: skip
-        wrong = (kind not in takes) if takes is not None else (
-            field.transform == "bucket"
-            and (kind in _UNBUCKETED or kind.startswith(("map", "array", "struct")))
-        )  # fmt: skip
-        if wrong:
-            need = "a timestamp" if field.transform == "hours" else "a date or timestamp"
-            if field.transform == "bucket":
-                need = "a number, text, binary, date or timestamp"
+        takes, need = _ACCEPTS.get(field.transform, (lambda _: True, ""))
+        if not takes(kind):
             raise ConfigError(
                 f"{where}: column {field.column} is {kind} in the table, and "
                 f"{field.transform}() needs {need}",
