@@ -10,7 +10,7 @@ PYTHON := $(VENV)/bin/python
 SERVICES := scripts/local-services
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup prerequisites test-prerequisites demo test test-integration test-versions unit unit-nospark lint \
+.PHONY: setup prerequisites test-prerequisites demo test test-integration test-versions unit unit-nospark jvm-archive lint \
 	typecheck bench services-start services-stop
 
 # What the set-up needs from the system, checked before anything is downloaded: ONE line
@@ -90,6 +90,10 @@ lint: $(INSTALLED)
 typecheck: $(INSTALLED)
 	$(PYTHON) -m mypy
 
+# The Spark drivers' class-data archive of the integration tier (tests/support/jvm.py).
+jvm-archive: $(INSTALLED)
+	$(PYTHON) -m tests.support.jvm
+
 # The contributor's loop: every unit test but the slow ones, on both cores.
 unit: $(INSTALLED)
 	$(PYTHON) -m pytest -m "not integration and not slow" -q -n 2
@@ -122,7 +126,8 @@ OTHER_PG_MAJORS = $(filter-out $(SYSTEM_PG_MAJOR),$(SUPPORTED_PG_MAJORS))
 # The unit tests without pyspark (unit-nospark), then every other test (integration, and the
 # unit tests marked spark) on the system's PostgreSQL (Debian's 15), then the capture core on
 # the others. Each test runs once.
-test: test-prerequisites setup lint typecheck
+test: test-prerequisites setup lint
+	$(MAKE) --no-print-directory -j2 typecheck jvm-archive
 	$(MAKE) --no-print-directory unit-nospark
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-versions PG_MAJORS="$(OTHER_PG_MAJORS)"
@@ -138,9 +143,13 @@ test: test-prerequisites setup lint typecheck
 # `exclusive`) run together on one worker, whose services no other worker uses (they ran
 # alone afterwards until 2026-12-03: 160 s more). TEST_WORKERS=0 runs everything in one
 # process on this checkout's services (62 min, 2026-12-03).
+# Every Spark driver of the run maps its classes from one class-data archive, made (about
+# 40 s) when this JDK and Spark have none yet (WALCAST_TEST_JVM_ARCHIVE: tests/support/jvm.py;
+# `make test` makes it beside the type check, which keeps one core busy).
 TEST_WORKERS ?= 4
 test-integration: test-prerequisites setup
-	WALCAST_TEST_SERVICES_PER_WORKER=1 $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) \
+	WALCAST_TEST_SERVICES_PER_WORKER=1 WALCAST_TEST_JVM_ARCHIVE=1 \
+	  $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) \
 	    --dist loadgroup --no-loadscope-reorder --max-worker-restart=0 \
 	    -m "integration or spark or slow"
 

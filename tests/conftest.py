@@ -24,6 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import jvm
+from tests.support.jvm import LIGHT_JVM_OPTIONS
+
 REPO = Path(__file__).resolve().parent.parent
 SERVICES = REPO / "scripts" / "local-services"
 PG_MAJORS = ("13", "14", "15", "16", "17", "18")
@@ -307,27 +310,17 @@ def _own_services_dir(worker: str) -> str:
     return f"{base}-{worker}"
 
 
-LIGHT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
-"""The JIT's first tier and the serial collector, for the JVMs the tests start that run one
-short job or mostly idle (an environment's own value of the variable wins). The code cache
-keeps the size it has with both tiers: with the first tier only, the JVM shrinks it to 48 MB,
-which a session that runs for minutes outgrows (``tests/test_soak.py`` run alone, whose
-session gets these flags: ``VirtualMachineError: Out of space in CodeCache for adapters``
-in a materialize batch, 2026-12-04):
-
-* every Spark driver a test starts as a process (``walcast spark …``, ``spark-submit``, the
-  demo), through ``SPARK_SUBMIT_OPTS``, which Spark's launcher reads: the machine's CPU for
-  ``tests/pipeline/test_cli.py::test_a_wrong_format_fails_and_a_right_one_summarises``
-  (three such JVMs) went from 158 s to 114 s, at the same wall time (2026-12-03). An
-  in-process session's own flags come after these and win (``tests/pipeline/conftest.py``);
-* each test worker's Kafka broker, through ``KAFKA_JVM_OPTS`` (``scripts/local-services``):
-  idle, it uses 1.6% of a core instead of 2.5%."""
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Spark drivers started as processes get :data:`LIGHT_JVM_OPTIONS`; a worker with
     :data:`PER_WORKER` starts its own services, before any test."""
     del config
+    if os.environ.get(jvm.ENV) == "1" and "PYTEST_XDIST_WORKER" not in os.environ:
+        # made once, before any worker starts; the workers inherit the variable
+        try:
+            archive = jvm.ensure(LIGHT_JVM_OPTIONS)
+        except (RuntimeError, subprocess.SubprocessError) as failed:
+            raise pytest.UsageError(str(failed)) from None
+        os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{LIGHT_JVM_OPTIONS} {jvm.options(archive)}")
     os.environ.setdefault("SPARK_SUBMIT_OPTS", LIGHT_JVM_OPTIONS)
     worker = _worker_with_own_services()
     if worker is None:
