@@ -370,7 +370,12 @@ def apply_iceberg(
                         spark,
                         mark("merge"),
                         lambda: _merge_by_key(
-                            target, spec, with_lineage(kept), truncated=truncated, order=order
+                            target,
+                            spec,
+                            with_lineage(kept),
+                            truncated=truncated,
+                            order=order,
+                            append=_appender(spark, name) if created else None,
                         ),
                     ),
                 )
@@ -383,6 +388,28 @@ def apply_iceberg(
                 ),
             )
     return kept_out
+
+
+def _appender(spark: SparkSession, name: str) -> Callable[[DataFrame], None]:
+    """Appends rows to the Iceberg table ``name``: a table this batch made.
+
+    The MERGE's inserts (:func:`pipeline.stores._merge_by_key`), in the table's column
+    order; the commit carries :func:`_commit`'s properties as the MERGE's would. Through a
+    global view and ``spark``, as the MERGE (:meth:`_IcebergTarget.execute`): a streaming
+    batch's frames belong to the query's cloned session, which does not know the catalog
+    registered since (``writeTo`` there: ``REQUIRES_SINGLE_PART_NAMESPACE``).
+    """
+
+    def append(rows: DataFrame) -> None:
+        view = "_walcast_append_" + uuid.uuid4().hex
+        rows.createOrReplaceGlobalTempView(view)
+        database = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+        try:
+            spark.sql(f"INSERT INTO {name} SELECT * FROM {_quote(database or '')}.{view}")  # noqa: S608 - quoted
+        finally:
+            spark.catalog.dropGlobalTempView(view)
+
+    return append
 
 
 def check_catalog(spark: SparkSession) -> None:

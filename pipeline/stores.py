@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -540,9 +540,10 @@ def apply_delta(
             kept_out = retry_conflicts(
                 f"{what} (MERGE)",
                 lambda: _merge_by_key(
-                    target, spec, with_lineage(kept), truncated=truncated, order=order
+                    target, spec, with_lineage(kept), truncated=truncated, order=order,
+                    append=_delta_append(path) if created else None,
                 ),
-            )
+            )  # fmt: skip
         else:
             retry_conflicts(
                 f"{what} (MERGE)", lambda: _merge_multiset(spark, target, base, kept, order)
@@ -554,6 +555,15 @@ def apply_delta(
     return kept_out
 
 
+def _delta_append(path: str) -> Callable[[DataFrame], None]:
+    """Appends rows to the Delta table at ``path`` (the txn settings apply as to a MERGE)."""
+
+    def append(rows: DataFrame) -> None:
+        rows.write.format("delta").mode("append").save(path)
+
+    return append
+
+
 def _merge_by_key(
     target: Any,
     spec: TableSpec,
@@ -561,8 +571,17 @@ def _merge_by_key(
     *,
     truncated: bool = False,
     order: Sequence[str] = LOG_ORDER,
+    append: Callable[[DataFrame], None] | None = None,
 ) -> int:
-    """One MERGE of the batch's fold; returns the rows kept out (no partial rows)."""
+    """One MERGE of the batch's fold; returns the rows kept out (no partial rows).
+
+    ``append`` is given when the table was created by this batch, so holds no row: the
+    rows the MERGE would insert are appended with it instead (one write, where a MERGE
+    reads the table and joins twice), and nothing is read from the table. The result is
+    the MERGE's: on an empty table no row matches, a key move finds no old row (as
+    ``_with_base`` would find none), and every update is of a row the table does not hold.
+    A batch run again after a crash finds the table made, and MERGEs.
+    """
     fold = fold_by_key(changes, spec.primary_key, order=order)
     types = dict(spec.columns)
     keyed = fold.rows.select(
@@ -581,21 +600,24 @@ def _merge_by_key(
         "_key",
         _complete(spec).alias("_complete"),
     )
-    based = fold.moves and not truncated
+    based = fold.moves and not truncated and append is None
     if based:
         keyed = _with_base(keyed, target.toDF(), spec)
     keyed = keyed.persist()
-    # rows the table does not hold, read before the MERGE changes it
-    held = target.toDF().select(*spec.primary_key, F.lit(True).alias(FOUND))
     candidates = keyed.where(F.col("_exists") & ~F.col("_complete"))
-    stored = F.coalesce(F.col(f"cur.{FOUND}"), F.lit(False))
-    kept_out = _report_kept_out(
-        spec,
-        candidates.alias("r")
-        .join(held.alias("cur"), _key_matches(spec, "cur", F.col("r._key")), "left")
-        .where(_orphan(stored, based=based))
-        .select("_key"),
-    )
+    if append is not None:  # the table holds no row
+        orphans = candidates.where(_orphan(F.lit(False), based=False)).select("_key")
+    else:
+        # rows the table does not hold, read before the MERGE changes it
+        held = target.toDF().select(*spec.primary_key, F.lit(True).alias(FOUND))
+        stored = F.coalesce(F.col(f"cur.{FOUND}"), F.lit(False))
+        orphans = (
+            candidates.alias("r")
+            .join(held.alias("cur"), _key_matches(spec, "cur", F.col("r._key")), "left")
+            .where(_orphan(stored, based=based))
+            .select("_key")
+        )
+    kept_out = _report_kept_out(spec, orphans)
     # a move left without its old row: kept out, a row stored at its key stays as it is
     moved_out = "(s._reset AND s._base_key IS NOT NULL AND NOT s._complete" + (
         " AND NOT s._b_found)" if based else ")"
@@ -617,16 +639,30 @@ def _merge_by_key(
             for i, (n, _) in enumerate(spec.columns)
         }
         insert = {f"`{n}`": f"s.`_v_{n}`" for n, _ in spec.columns}
+    inserted = f"s._exists AND NOT {moved_out} AND (s._reset OR s._complete)"
+    if append is not None:
+        table = target.toDF().schema.fields
+        append(
+            keyed.alias("s")
+            .where(F.expr(inserted))
+            .select(
+                *[
+                    F.expr(insert[f"`{f.name}`"]).alias(f.name)
+                    if f"`{f.name}`" in insert
+                    else F.lit(None).cast(f.dataType).alias(f.name)
+                    for f in table
+                ]
+            )
+        )
+        keyed.unpersist()
+        return kept_out
     (
         target.alias("t")
         .merge(keyed.alias("s"), cond)
         .whenMatchedDelete(condition="NOT s._exists")
         .whenMatchedUpdate(condition=f"s._exists AND NOT {moved_out}", set=update)
         # an update of a row the table does not hold inserts only a complete row
-        .whenNotMatchedInsert(
-            condition=f"s._exists AND NOT {moved_out} AND (s._reset OR s._complete)",
-            values=insert,
-        )
+        .whenNotMatchedInsert(condition=inserted, values=insert)
         .execute()
     )
     keyed.unpersist()
