@@ -256,6 +256,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     none of the other workers' tests.
     """
     _mark_pipeline_unit_tests(items)
+    _refuse_unmarked_service_users(items)
     if _worker_with_own_services():
         _spark_lanes(items)
         for item in items:
@@ -270,6 +271,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         scopes = {d.scope for defs in info.name2fixturedefs.values() for d in defs}
         if scopes & {"module", "package"}:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+SERVICE_FIXTURES = frozenset({"pg_env", "pg_dsn", "kafka_bootstrap"})
+"""Fixtures that start (or find) a real server: a test using one is an integration test."""
+
+
+def _refuse_unmarked_service_users(items: list[pytest.Item]) -> None:
+    """One line (UsageError) naming the tests that use a server and are not marked
+    ``integration``: the unit tiers would start that server and leave it running
+    (``tests/capture/test_consume.py``'s tombstone test started a Kafka broker in every
+    ``make test``, 2026-12-05)."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        and item.get_closest_marker("integration") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            f"{len(unmarked)} test(s) use a server but are not marked integration "
+            f"(first: {unmarked[0]}): add @pytest.mark.integration"
+        )
 
 
 def _mark_pipeline_unit_tests(items: list[pytest.Item]) -> None:

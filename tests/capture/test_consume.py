@@ -241,6 +241,7 @@ def test_list_topics_usage_errors_are_one_line(
     assert done.returncode == 2  # before any connection: the broker address is never tried
 
 
+@pytest.mark.integration
 def test_a_tombstone_is_printed_as_null(kafka_bootstrap: str) -> None:
     from confluent_kafka import Producer  # noqa: PLC0415
 
