@@ -43,9 +43,10 @@ Invariants:
 # (PySpark idioms: `functions as F`)
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -271,18 +272,28 @@ class _IcebergTarget:
     def execute(self) -> None:
         """Run the MERGE (one Iceberg commit)."""
         assert self._source is not None
-        # a global view: a streaming batch's frames belong to the query's cloned session,
-        # whose temporary views the session running the MERGE does not see
-        view = "_walcast_merge_" + uuid.uuid4().hex
-        self._source.createOrReplaceGlobalTempView(view)
-        database = self.spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
-        try:
+        with _global_view(self.spark, self._source) as view:
             self.spark.sql(
-                f"MERGE INTO {self.name} {self._alias} USING {_quote(database or '')}.{view} "
+                f"MERGE INTO {self.name} {self._alias} USING {view} "
                 f"{self._source_alias} ON {self._on} " + " ".join(self._clauses)
             )
-        finally:
-            self.spark.catalog.dropGlobalTempView(view)
+
+
+@contextlib.contextmanager
+def _global_view(spark: SparkSession, frame: DataFrame) -> Iterator[str]:
+    """``frame`` as a global temporary view for ``spark``'s SQL: yields its qualified name.
+
+    The view is dropped after. A streaming batch's frames belong to the query's cloned
+    session, whose temporary views (and the catalogs registered since it was cloned) the
+    session running the SQL does not share; a global view is seen by both.
+    """
+    view = "_walcast_" + uuid.uuid4().hex
+    frame.createOrReplaceGlobalTempView(view)
+    database = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+    try:
+        yield f"{_quote(database or '')}.{view}"
+    finally:
+        spark.catalog.dropGlobalTempView(view)
 
 
 def _and(condition: str | None) -> str:
@@ -394,20 +405,14 @@ def _appender(spark: SparkSession, name: str) -> Callable[[DataFrame], None]:
     """Appends rows to the Iceberg table ``name``: a table this batch made.
 
     The MERGE's inserts (:func:`pipeline.stores._merge_by_key`), in the table's column
-    order; the commit carries :func:`_commit`'s properties as the MERGE's would. Through a
-    global view and ``spark``, as the MERGE (:meth:`_IcebergTarget.execute`): a streaming
-    batch's frames belong to the query's cloned session, which does not know the catalog
-    registered since (``writeTo`` there: ``REQUIRES_SINGLE_PART_NAMESPACE``).
+    order; the commit carries :func:`_commit`'s properties as the MERGE's would. Through
+    :func:`_global_view` and ``spark``, as the MERGE: ``writeTo`` on a streaming batch's
+    frame fails (``REQUIRES_SINGLE_PART_NAMESPACE``: its session does not know the catalog).
     """
 
     def append(rows: DataFrame) -> None:
-        view = "_walcast_append_" + uuid.uuid4().hex
-        rows.createOrReplaceGlobalTempView(view)
-        database = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
-        try:
-            spark.sql(f"INSERT INTO {name} SELECT * FROM {_quote(database or '')}.{view}")  # noqa: S608 - quoted
-        finally:
-            spark.catalog.dropGlobalTempView(view)
+        with _global_view(spark, rows) as view:
+            spark.sql(f"INSERT INTO {name} SELECT * FROM {view}")  # noqa: S608 - quoted
 
     return append
 

@@ -640,8 +640,7 @@ def _merge_by_key(
         }
         insert = {f"`{n}`": f"s.`_v_{n}`" for n, _ in spec.columns}
     inserted = f"s._exists AND NOT {moved_out} AND (s._reset OR s._complete)"
-    if append is not None:
-        table = target.toDF().schema.fields
+    if append is not None:  # the MERGE's inserts, in the table's column order
         append(
             keyed.alias("s")
             .where(F.expr(inserted))
@@ -650,21 +649,20 @@ def _merge_by_key(
                     F.expr(insert[f"`{f.name}`"]).alias(f.name)
                     if f"`{f.name}`" in insert
                     else F.lit(None).cast(f.dataType).alias(f.name)
-                    for f in table
+                    for f in target.toDF().schema.fields
                 ]
             )
         )
-        keyed.unpersist()
-        return kept_out
-    (
-        target.alias("t")
-        .merge(keyed.alias("s"), cond)
-        .whenMatchedDelete(condition="NOT s._exists")
-        .whenMatchedUpdate(condition=f"s._exists AND NOT {moved_out}", set=update)
-        # an update of a row the table does not hold inserts only a complete row
-        .whenNotMatchedInsert(condition=inserted, values=insert)
-        .execute()
-    )
+    else:
+        (
+            target.alias("t")
+            .merge(keyed.alias("s"), cond)
+            .whenMatchedDelete(condition="NOT s._exists")
+            .whenMatchedUpdate(condition=f"s._exists AND NOT {moved_out}", set=update)
+            # an update of a row the table does not hold inserts only a complete row
+            .whenNotMatchedInsert(condition=inserted, values=insert)
+            .execute()
+        )
     keyed.unpersist()
     return kept_out
 

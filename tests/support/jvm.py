@@ -26,9 +26,9 @@ Invariants:
   without it, and says nothing (``-Xlog:cds=off,cds+dynamic=off``: its warning would reach
   the terminal of the command under test, whose output the tests check line by line).
   A test's result never depends on the archive; its speed does.
-* Only classes of the JVM's own class path are archived (Spark, Scala, Hadoop): Delta,
-  Iceberg and Kafka's connector come through ``spark.jars`` (another class loader) and load
-  as before.
+* Most archived classes are of the JVM's own class path (Spark, Scala, Hadoop). Those of
+  ``spark.jars`` (Delta, Iceberg, Kafka's connector: another class loader) are mapped only
+  in part (``-Xlog:class+load``, 2026-12-05: some of Delta's, none of Kafka's client).
 * The archive is written under a temporary name and renamed: two test runs making it at
   once each write their own, and a reader never sees half of one.
 """
