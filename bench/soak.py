@@ -71,9 +71,10 @@ The check, once the writers stopped, the daemons caught up and every load finish
 and each must equal ``SELECT *`` of its database, as a multiset, value for value (floats as
 numbers), over the table's current columns. One vendor format (``--history-format``,
 ``canal`` by default when it is checked, else the first checked one; not ``debezium``,
-whose history is not verified here) is materialized into Delta Lake with ``history=True``
-(a history needs Delta; the others go to ``--store``: Parquet by default, Delta Lake or
-Apache Iceberg), and for each moment and keyed table
+whose history is not verified here) is materialized with ``history=True`` into ``--store``
+when it keeps histories (Delta Lake or Apache Iceberg), else into Delta Lake (the others go
+to ``--store``: Parquet by default, Delta Lake or Apache Iceberg), and for each moment and
+keyed table
 ``read_table(…, source=<source key>, as_of_lsn=<the moment's LSN>)`` must equal the moment's
 rows in the same way (same value normalization, same known-bug and IBM rules), over the
 columns the table had at that moment only: ``accounts`` gains and loses columns, and the
@@ -761,8 +762,9 @@ class Options:
     keep: bool = False
     catch_up_timeout: float = 600.0
     store: str = "parquet"
-    """Where the vendor formats are materialized (:data:`STORES`); the history format is
-    always Delta Lake (a history needs it)."""
+    """Where the vendor formats are materialized (:data:`STORES`); the history format goes
+    to the same store, or to Delta Lake when it is Parquet (a history needs Delta or
+    Iceberg: :func:`history_store`)."""
     verbose: bool = False
     """Print the Spark jobs' lines too."""
     strict: bool = True
@@ -1429,6 +1431,11 @@ def build_spark() -> Any:
     )
 
 
+def history_store(options: Options) -> str | None:
+    """The history format's store: Iceberg with ``--store iceberg``, else Delta (None)."""
+    return "iceberg" if options.store == "iceberg" else None
+
+
 def history_format(options: Options) -> str | None:
     """The format whose history is checked: ``options.history_format`` when it is checked
     and moments are asked for, else None."""
@@ -1748,15 +1755,16 @@ def _check_format(
         checkpoint=str(base / "materialize-ckpt"), bootstrap=options.bootstrap,
         layout_topic=prefix + ".schemas", typed=False, available_now=True, report=job_line,
         use_delta=True if history else options.store == "delta", history=history,
-        store=None if history else options.store,
+        store=history_store(options) if history else options.store,
         query_name=f"soak-materialize-{fmt}",
     )  # fmt: skip
     materialize.run(spark)
     reasons = ", ".join(f"{n:,} {r}" for r, n in sorted(normalize.totals.reasons.items()))
+    kept = f"{history_store(options) or 'delta'}, with a history" if history else options.store
     result.notes.append(
         f"normalize: {normalize.totals.written:,} changes written"
         + (f", quarantined {reasons}" if reasons else "")
-        + f"; materialize ({'delta, with a history' if history else options.store}): "
+        + f"; materialize ({kept}): "
         + f"{materialize.totals.changes:,} changes applied"
     )
     for db in databases:
@@ -1786,7 +1794,8 @@ def _check_format(
                 result.weak.append(f"{db.label}.{table} (TRUNCATE not carried)")
             _record(report, result, fmt, db, table, expected, got, superset=superset)
     if history:
-        result.notes.append(f"materialized into Delta Lake with a history ({fmt} history below)")
+        kind = "Iceberg" if history_store(options) == "iceberg" else "Delta Lake"
+        result.notes.append(f"materialized into {kind} with a history ({fmt} history below)")
     result.seconds = time.monotonic() - started
     options.log(f"  {fmt}: {result.tables} tables, {result.rows:,} rows compared, "
                 f"{len([m for m in report.mismatches if m.format == fmt])} mismatches "

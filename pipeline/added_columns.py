@@ -22,7 +22,7 @@ there, silently unlike the source. walcast's layout record names the value (a co
   value is unknown and a row such an image alone would make is kept out
   (:mod:`pipeline.stores`).
 
-The history (:func:`pipeline.history.apply_history`) gets the same: its stored versions are
+The history (:func:`pipeline.history_store.apply_history`) gets the same: its stored versions are
 filled (a value only in the current versions), and so are the batch's changes, whose
 renamed columns keep their values under the old name too (:func:`renamed_images`).
 

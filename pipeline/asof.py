@@ -1,7 +1,7 @@
 """Reads of a materialized table as the source had it at an LSN or a commit time.
 
 :func:`read_table_as_of` answers from the table's history when it has one
-(:mod:`pipeline.history`, ``materialize --history``): the versions with
+(:mod:`pipeline.history`, ``materialize --history``, Delta or Iceberg): the versions with
 ``valid_from_lsn <= X`` and ``valid_to_lsn > X`` (or none), i.e. every transaction
 committed at or before ``X`` applied, none after; any point of its range is exact. A Delta
 table without a history answers from its own versions (Delta time travel), through the
@@ -23,9 +23,9 @@ Decisions and invariants:
   times follow.
 * **Malformed input** (an LSN not ``X/Y``, a time not ISO 8601) is one line, checked
   before any Spark session starts (:func:`parse_as_of_lsn`, :func:`parse_as_of_time`).
-* A table that cannot answer is one line naming why: a Parquet or Iceberg table (those
-  stores keep no history), or a Delta table whose commits record no changes (see
-  :mod:`pipeline.delta_versions`).
+* A table that cannot answer is one line naming why: a Parquet table, an Iceberg table
+  materialized without ``--history`` (walcast reads no Iceberg snapshot as of an LSN), or
+  a Delta table whose commits record no changes (see :mod:`pipeline.delta_versions`).
 * With tracked columns (``--history-columns``), versions change only with those columns,
   so a read as of ``X`` is exact for them and shows the others as the version's last
   values.
@@ -48,10 +48,15 @@ from pipeline.history import (
     VALID_TO_LSN,
     VALID_TO_TIME,
     VERSION_COLUMNS,
-    history_path,
-    read_history,
 )
-from pipeline.tables import current_version, is_table, table_path, table_paths
+from pipeline.tables import (
+    current_version,
+    history_path,
+    is_table,
+    read_history,
+    table_path,
+    table_paths,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -161,12 +166,12 @@ def _read_version_as_of(
         if _is_parquet(spark, path):
             store = "a Parquet table, which keeps"
         elif is_table(spark, path):
-            store = "an Iceberg table, which keeps"
+            store = "an Iceberg table materialized without --history has"
         else:
             raise AsOfError(f"{label}: no such table under {root}")
         raise AsOfError(
             f"{label}: {store} no history ({history_path(path)} does not exist)",
-            hint="materialize it with --delta --history",
+            hint="materialize it with --history (Delta Lake or Iceberg)",
         )
     if as_of_time is not None:
         when = parse_as_of_time(as_of_time) if isinstance(as_of_time, str) else as_of_time
@@ -215,13 +220,6 @@ def find_table_path(
             hint="name one with --source (source= in Python)",
         )
     return paths[0] if paths else table_path(root, schema, table)
-
-
-def table_exists(spark: SparkSession, path: str) -> bool:
-    """Whether materialize wrote a table (Parquet or Delta) at ``path``."""
-    from delta.tables import DeltaTable  # noqa: PLC0415
-
-    return _is_parquet(spark, path) or bool(DeltaTable.isDeltaTable(spark, path))
 
 
 def _is_parquet(spark: SparkSession, path: str) -> bool:

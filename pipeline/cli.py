@@ -100,11 +100,12 @@ types come from the layouts walcast publishes on Kafka (with
 PostgreSQL's text. Every row ends with the commit LSN, commit time and
 operation of the change that last wrote it (_walcast_commit_lsn, …).
 
---history (Delta Lake) also keeps, per table, one row per version of each
-source row in <schema>/_walcast_history/<table> (valid from/to commit LSN
-and time), which walcast spark show --as-of-lsn reads; --change-data-feed
-turns Delta's Change Data Feed on for the tables. An --input directory that
-does not exist, --history or --change-data-feed with --parquet or iceberg,
+--history (Delta Lake or Iceberg) also keeps, per table, one row per version
+of each source row in <schema>/_walcast_history/<table> (valid from/to
+commit LSN and time), which walcast spark show --as-of-lsn reads;
+--change-data-feed turns Delta's Change Data Feed on for the tables. An
+--input directory that does not exist, --history with --parquet,
+--change-data-feed with --parquet or iceberg,
 an --output Iceberg cannot write (exit 2), or no broker answering within
 --kafka-timeout seconds (exit 4) is one line, before Spark starts; so is an
 Iceberg catalog that does not answer, once Spark has started (exit 2)."""
@@ -394,8 +395,8 @@ def add_materialize_arguments(parser: argparse.ArgumentParser) -> None:
         "--history",
         action="store_true",
         help="also keep each table's history, one row per version of each source row, "
-        "in <schema>/_walcast_history/<table> (Delta Lake only; default: current state "
-        "only)",
+        "in <schema>/_walcast_history/<table> (Delta Lake or Iceberg; default: current "
+        "state only)",
     )
     parser.add_argument(
         "--history-columns",
@@ -447,6 +448,12 @@ def add_show_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="the table as of the last commit at or before this ISO 8601 time, UTC when "
         "no zone is given (default: now)",
+    )
+    point.add_argument(
+        "--schema-history",
+        action="store_true",
+        help="the table's layout changes at the source (added, dropped, renamed, retyped "
+        "columns), each with the LSN of its first change, instead of its rows",
     )
     _session_arguments(parser, "spark.driver.memory=4g")
 
@@ -601,19 +608,19 @@ def normalize_job(args: argparse.Namespace) -> NormalizeJob:
 
 def materialize_job(args: argparse.Namespace) -> MaterializeJob:
     """The materialize job the arguments describe (the CLI's and spark-submit's mapping)."""
-    from pipeline.history import PARQUET_REFUSAL  # noqa: PLC0415
+    from pipeline.history_store import PARQUET_REFUSAL  # noqa: PLC0415
     from pipeline.iceberg_store import refuse_unsupported  # noqa: PLC0415
     from pipeline.materialize import MaterializeJob  # noqa: PLC0415
     from pipeline.partitioning import check_store, parse_partition_by  # noqa: PLC0415
 
     store = store_choice(args)
     if store == "iceberg":
-        refuse_unsupported(history=args.history, change_data_feed=args.change_data_feed)
+        refuse_unsupported(change_data_feed=args.change_data_feed)
     partition_by = parse_partition_by(args.partition_by)
     # no store named: Delta when installed, else Parquet (refused when the session says so)
     check_store(partition_by, store or "delta")
     if args.history and store == "parquet":
-        raise ConfigError(PARQUET_REFUSAL, hint="drop --parquet (Delta Lake is then required)")
+        raise ConfigError(PARQUET_REFUSAL, hint="drop --parquet, or use --store iceberg")
     if args.change_data_feed and store == "parquet":
         raise ConfigError(
             "--change-data-feed is Delta Lake's: Parquet tables have no change feed",
@@ -734,13 +741,43 @@ def run_show(args: argparse.Namespace) -> int:
     schema, table = _schema_table(args.table)
     lsn = parse_as_of_lsn(args.as_of_lsn) if args.as_of_lsn is not None else None
     when = parse_as_of_time(args.as_of_time) if args.as_of_time is not None else None
-    _local_tables_dir(args.tables)
-    quiet_python_loggers()
-    spark = session_from_args(args, "walcast-show")
-    from pipeline.show import print_table  # noqa: PLC0415
+    local = _local_tables_dir(args.tables)
+    if args.schema_history and local is not None:
+        from pipeline.schema_history import SCHEMA_HISTORY_DIR, no_history  # noqa: PLC0415
 
-    print_table(spark, args.tables, schema, table, args.source, as_of_lsn=lsn, as_of_time=when)
+        if not (local / SCHEMA_HISTORY_DIR).is_dir():  # said before Spark starts
+            raise no_history(f"{schema}.{table}", args.tables)
+    quiet_python_loggers()
+    iceberg = not args.schema_history and _iceberg_table(local, schema, table)
+    spark = session_from_args(args, "walcast-show", iceberg=iceberg)
+    from pipeline.errors import spark_errors  # noqa: PLC0415
+    from pipeline.show import print_schema_history, print_table  # noqa: PLC0415
+
+    with spark_errors("show"):
+        if args.schema_history:
+            print_schema_history(spark, args.tables, schema, table, args.source)
+        else:
+            print_table(
+                spark, args.tables, schema, table, args.source, as_of_lsn=lsn, as_of_time=when
+            )
     return 0
+
+
+def _iceberg_table(local: Path | None, schema: str, table: str) -> bool:
+    """Whether ``schema.table`` under ``local`` is an Iceberg table (then Spark needs its jars).
+
+    Any source's copy, or its history; a remote root (None) may hold one.
+    """
+    from pipeline.tables import HISTORY_DIR, ICEBERG_HINT, SOURCE_DIR_PREFIX  # noqa: PLC0415
+
+    if local is None:
+        return True
+    places = [f"{schema}/{table}", f"{schema}/{HISTORY_DIR}/{table}"]
+    return any(
+        any(local.glob(f"{prefix}{place}/{ICEBERG_HINT}"))
+        for place in places
+        for prefix in ("", f"{SOURCE_DIR_PREFIX}*/")
+    )
 
 
 def add_maintain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -791,7 +828,10 @@ def run_maintain(args: argparse.Namespace) -> int:
     iceberg = local is None or any(local.glob(f"**/{ICEBERG_HINT}"))
     quiet_python_loggers()
     spark = session_from_args(args, "walcast-maintain", use_delta=True, iceberg=iceberg)
-    lines = maintain(spark, args.tables, options, only=args.table)
+    from pipeline.errors import spark_errors  # noqa: PLC0415
+
+    with spark_errors("maintain"):
+        lines = maintain(spark, args.tables, options, only=args.table)
     if not lines:
         print(f"walcast spark maintain: no table under {args.tables}")
     return 0

@@ -6,13 +6,14 @@ every other walcast command does, with the exit code of their family.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Protocol
 
 from capture.errors import ConfigError, WalcastError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
@@ -52,6 +53,25 @@ def first_line(exc: BaseException) -> str:
         if line.strip():
             return line.strip()[:500]
     return type(exc).__name__
+
+
+@contextlib.contextmanager
+def spark_errors(command: str) -> Iterator[None]:
+    """Make any failure of Spark inside the block one :class:`SparkJobError` line.
+
+    For the commands that run Spark once (``show``, ``maintain``): walcast's own errors
+    pass as they are; anything else (a Py4J error with pages of Java stack) becomes its
+    first line, exit 1, never a traceback.
+    """
+    try:
+        yield
+    except WalcastError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Spark's errors carry pages of Java stack
+        raise SparkJobError(
+            f"walcast spark {command} failed in Spark: {first_line(exc)}",
+            hint="see the Spark log (WALCAST_SPARK_LOG_LEVEL=INFO) for details",
+        ) from None
 
 
 def await_query(

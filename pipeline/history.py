@@ -1,10 +1,10 @@
 """History tables (SCD type 2): one row per version of each source row, kept by materialize.
 
 ``walcast spark materialize --history`` keeps, next to each state table
-``<...>/<schema>/<table>``, a Delta table at ``<...>/<schema>/_walcast_history/<table>``
-(:func:`history_path`; not inside the state table's directory, which Delta would read as
-a partition of it) whose rows are the table's columns (typed
-as the state table), the last change's columns of :mod:`pipeline.lineage`, then:
+``<...>/<schema>/<table>``, a table at ``<...>/<schema>/_walcast_history/<table>``
+(:func:`pipeline.history_store.history_path`, in the state table's store) whose rows are
+the table's columns (typed as the state table), the last change's columns of
+:mod:`pipeline.lineage`, then:
 
 * ``_walcast_valid_from_lsn`` / ``_walcast_valid_from_time``: commit LSN (PostgreSQL's
   64-bit number) and commit time of the transaction that opened the version;
@@ -41,6 +41,12 @@ Invariants (and the decisions where the issue left a choice):
   hold its value; versions opened after it by an update carry the last value forward, by
   an insert have none, and an as-of read after the DROP shows a column the source no
   longer has (a reader ignores it, as the soak does).
+* **Known limit**: a batch holding a ``RENAME COLUMN`` and then an ``ADD COLUMN`` that
+  uses the old name again with a DEFAULT leaves NULL, not the DEFAULT, in the new column
+  of the current versions of rows last written before the rename (the state table has
+  the DEFAULT): the batch's images are filled before they are renamed, and an image that
+  named the old column is not filled (``tests/pipeline/test_end_to_end.py`` checks that
+  only these differ).
 * **Key changes** close the old key's version at the change's transaction and open the
   new key's there, as a delete and an insert would. **Deletes** close the version (no row
   stands for the delete itself). **TRUNCATE** closes every version open at that point.
@@ -57,10 +63,8 @@ Invariants (and the decisions where the issue left a choice):
   materialize says so once): their rows have no identity that chains one version to the
   next (two equal rows are indistinguishable, and an UPDATE of one of them says which
   image changed, not which copy).
-* **Stores.** Delta Lake only: the history is updated with one ``MERGE`` per table and
-  batch on ``(primary key, valid_from_lsn)``. The Parquet store rewrites a table whole per
-  batch, which for a history (that only grows) would cost the whole history every
-  batch: ``--history --parquet`` is refused (:data:`PARQUET_REFUSAL`).
+* **Stores.** This module computes the rows a batch writes (:func:`versions`);
+  :mod:`pipeline.history_store` keeps them, in Delta Lake or Apache Iceberg.
 """
 
 # ruff: noqa: N812, FBT003
@@ -68,18 +72,15 @@ Invariants (and the decisions where the issue left a choice):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from capture.errors import WalcastError
-from pipeline.added_columns import add_and_fill
 from pipeline.lineage import COMMIT_LSN, COMMIT_TIME, LINEAGE_COLUMNS, LINEAGE_NAMES, OP
 from pipeline.model import LOG_ORDER
 from pipeline.pgtypes import from_text
-from pipeline.tables import HISTORY_DIR, TableProperties, quote_identifier
-from pipeline.type_changes import TypeChangeRefused, stored_types, type_changes, widen_delta
 
 if TYPE_CHECKING:
     from pipeline.tables import TableSpec
@@ -98,43 +99,9 @@ VERSION_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 """The version columns a history row ends with (after the lineage columns)."""
 
-PARQUET_REFUSAL = (
-    "--history needs Delta Lake tables: the Parquet store rewrites a table whole every "
-    "batch, and a history only grows"
-)
-"""Why ``--history --parquet`` is refused (the CLI adds the hint)."""
-
 
 class HistoryOrderError(WalcastError):
     """A table's changes carry no commit LSN: versions cannot be placed (exit 1)."""
-
-
-def history_path(table_path: str) -> str:
-    """Where the history of the state table at ``table_path`` lives (its sibling).
-
-    ``<...>/<schema>/<table>`` → ``<...>/<schema>/_walcast_history/<table>``: names that
-    start with ``_walcast_`` are walcast's, in directories as in columns.
-    """
-    parent, _, name = table_path.rstrip("/").rpartition("/")
-    return f"{parent}/{HISTORY_DIR}/{name}"
-
-
-def check_history_types(spark: SparkSession, table_path: str, spec: TableSpec) -> None:
-    """Refuse a batch whose types the history of the state table at ``table_path`` cannot take.
-
-    :class:`~pipeline.type_changes.TypeChangeRefused` when the history holds a column of
-    ``spec`` with a type Delta cannot widen to the new one. Materialize asks before it
-    writes the state table, so a batch that the history cannot take is applied to neither.
-    """
-    from delta.tables import DeltaTable  # noqa: PLC0415
-
-    path = history_path(table_path)
-    if not spec.primary_key or not DeltaTable.isDeltaTable(spark, path):
-        return
-    stored = stored_types(spark.read.format("delta").load(path))
-    _, refused = type_changes(stored, history_fields(spec), "delta")
-    if refused:
-        raise TypeChangeRefused("delta", refused)
 
 
 def history_fields(spec: TableSpec) -> list[tuple[str, str]]:
@@ -493,106 +460,3 @@ def versions(
         F.lit("delete").alias("_action"),
     )
     return upserts.unionByName(gone)
-
-
-# ------------------------------------------------------------------ the store
-
-
-def empty_history(spark: SparkSession, spec: TableSpec) -> DataFrame:
-    """An empty DataFrame with the history table's schema."""
-    return spark.createDataFrame([], ", ".join(f"`{n}` {t}" for n, t in history_fields(spec)))
-
-
-def apply_history(
-    spark: SparkSession,
-    table_path: str,
-    spec: TableSpec,
-    changes: DataFrame,
-    batch_id: int,
-    app_id: str,
-    order: Sequence[str],
-    track: Sequence[str] | None = None,
-    *,
-    label: str | None = None,
-) -> bool:
-    """MERGE the batch's versions of one table into its history (once per batch id).
-
-    Returns False, writing nothing, for a table without a primary key (no history, see
-    the module's docstring). :class:`HistoryOrderError` when the changes have no commit
-    LSN (``order`` is not :data:`~pipeline.model.LOG_ORDER`).
-    """
-    name = label or f"{spec.schema}.{spec.table}"
-    if not spec.primary_key:
-        return False
-    if tuple(order) != LOG_ORDER:
-        raise HistoryOrderError(
-            f"{name}: --history orders versions by commit LSN, and these changes carry "
-            "none (a Debezium connector's own topics are applied in Kafka order)",
-            hint="materialize this table without --history, or from walcast's topics",
-        )
-    missing_track = [c for c in track or () if c not in spec.names]
-    if missing_track:
-        raise HistoryOrderError(
-            f"{name}: --history-columns names {', '.join(missing_track)}, not a column of "
-            f"the table (its columns: {', '.join(spec.names)})",
-            hint="name columns of every table materialized with --history",
-        )
-    from delta.tables import DeltaTable  # noqa: PLC0415
-
-    path = history_path(table_path)
-    if not DeltaTable.isDeltaTable(spark, path):
-        empty_history(spark, spec).write.format("delta").mode("ignore").save(path)
-    target = DeltaTable.forPath(spark, path)
-    stored = stored_types(target.toDF())
-    widened, _ = type_changes(stored, history_fields(spec), "delta")  # refused: before
-    added = [(n, t) for n, t in history_fields(spec) if n not in stored]
-
-    def add() -> Any:
-        if added:
-            cols = ", ".join(f"`{n}` {t}" for n, t in added)
-            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
-        return DeltaTable.forPath(spark, path)
-
-    # the stored versions get what the state's rows get: a renamed column's values (kept
-    # under the old name too), a DEFAULT's value (:mod:`pipeline.added_columns`)
-    own = {n for n, _ in history_fields(spec)} - set(spec.names)
-    source = {n: t for n, t in stored.items() if n not in own}
-    properties = TableProperties.read(spark, f"delta.{quote_identifier(path)}")
-    target = add_and_fill(
-        spec, source, properties, store="delta", add=add, values_where=F.col(IS_CURRENT)
-    )
-    if widened:
-        widen_delta(spark, path, widened)
-        target = DeltaTable.forPath(spark, path)
-    current = target.toDF().where(F.col(IS_CURRENT))
-    rows = versions(spec, changes, current, track).localCheckpoint()
-    match = " AND ".join(
-        [f"t.`{c}` <=> s.`{c}`" for c in spec.primary_key]
-        + [f"t.`{VALID_FROM_LSN}` = s.`{VALID_FROM_LSN}`"]
-    )
-    values: dict[str, str | Column] = {f"`{n}`": f"s.`{n}`" for n, _ in history_fields(spec)}
-    spark.conf.set("spark.databricks.delta.write.txnAppId", f"{app_id}:history")
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-    try:
-        (
-            target.alias("t")
-            .merge(rows.alias("s"), match)
-            .whenMatchedDelete(condition="s._action = 'delete'")
-            .whenMatchedUpdate(condition="s._action = 'upsert'", set=values)
-            .whenNotMatchedInsert(condition="s._action = 'upsert'", values=values)
-            .execute()
-        )
-    finally:
-        spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        spark.conf.unset("spark.databricks.delta.write.txnVersion")
-    return True
-
-
-def read_history(spark: SparkSession, table_path: str) -> DataFrame | None:
-    """The history table of the state table at ``table_path``, or None (none kept)."""
-    from delta.tables import DeltaTable  # noqa: PLC0415
-
-    path = history_path(table_path)
-    if not DeltaTable.isDeltaTable(spark, path):
-        return None
-    return spark.read.format("delta").load(path)

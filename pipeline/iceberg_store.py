@@ -3,7 +3,7 @@
 ``walcast spark materialize --store iceberg`` applies the same fold as the Delta store
 (:mod:`pipeline.fold`, one final change per key and batch) with the same MERGE clauses:
 :func:`apply_iceberg` hands :func:`pipeline.stores._merge_by_key` and
-:func:`pipeline.stores._merge_multiset` a target (:class:`_IcebergTarget`) that speaks
+:func:`pipeline.stores._merge_multiset` a target (:class:`IcebergTarget`) that speaks
 Delta's Python merge builder and runs it as one SQL ``MERGE INTO`` on the Iceberg table.
 The rules are the Delta store's, so the stores cannot drift apart: a keyed table is
 merged by its primary key, a keyless one (REPLICA IDENTITY FULL) is a multiset on
@@ -35,8 +35,9 @@ Invariants:
 * **Schema.** A column the table lacks is added (``ALTER TABLE … ADD COLUMNS``), as in the
   Delta store. Iceberg has no 8- or 16-bit integers: ``int2`` columns are stored as
   ``int`` (Iceberg's own mapping); every other type is the Delta store's.
-* **No history yet.** ``--history`` and ``--change-data-feed`` are Delta Lake's; with
-  ``--store iceberg`` they are refused in one line (:data:`HISTORY_REFUSAL`).
+* **History** (``--history``) is kept in an Iceberg table beside each state table
+  (:mod:`pipeline.history_store`). ``--change-data-feed`` is Delta Lake's; with
+  ``--store iceberg`` it is refused in one line (:data:`CHANGE_FEED_REFUSAL`).
 """
 
 # ruff: noqa: N812
@@ -73,18 +74,15 @@ from pipeline.stores import (
     source_spec,
     stored_spec,
 )
-from pipeline.tables import TableProperties, TableSpec, source_dir
+from pipeline.tables import HISTORY_DIR, TableProperties, TableSpec, source_dir
 from pipeline.tables import quote_identifier as _quote
-from pipeline.type_changes import checked_type_changes, stored_types
+from pipeline.type_changes import TypeChange, checked_type_changes, stored_types
 
 USER_CATALOG = "walcast"
 """The Spark catalog a user configures for a real Iceberg catalog (REST, Hive, Glue …)."""
 
 CATALOG_SETTING = f"spark.sql.catalog.{USER_CATALOG}"
 
-HISTORY_REFUSAL = (
-    "--history is Delta Lake's for now: --store iceberg keeps current-state tables only"
-)
 CHANGE_FEED_REFUSAL = (
     "--change-data-feed is Delta Lake's: Iceberg tables have snapshots instead "
     "(read them incrementally with Iceberg's start-snapshot-id)"
@@ -125,20 +123,32 @@ def _warehouse(root: str) -> str:
     return str(Path(root.removeprefix("file://").removeprefix("file:")).resolve())
 
 
-def table_name(catalog: str, schema: str, table: str, source: str | None = None) -> str:
+def table_name(
+    catalog: str, schema: str, table: str, source: str | None = None, *, history: bool = False
+) -> str:
     """The quoted identifier of ``schema.table`` of ``source`` in ``catalog``.
 
     The namespace is ``(<source dir>, <schema>)`` (:func:`pipeline.stores.source_dir`), so
     a Hadoop catalog on the output root puts it at :func:`pipeline.stores.table_path`.
+    With ``history``, the table's history: namespace ``(<source dir>, <schema>,
+    _walcast_history)``, at :func:`pipeline.history_store.history_path` of that path.
     """
-    parts = [catalog, *([source_dir(source)] if source is not None else []), schema, table]
+    parts = [
+        catalog,
+        *([source_dir(source)] if source is not None else []),
+        schema,
+        *([HISTORY_DIR] if history else []),
+        table,
+    ]
     return ".".join(_quote(p) for p in parts)
 
 
 # ------------------------------------------------------------------ commits
 
 
-def _commit(spark: SparkSession, properties: dict[str, str], function: Callable[[], object]) -> Any:
+def commit_marked(
+    spark: SparkSession, properties: dict[str, str], function: Callable[[], object]
+) -> Any:
     """Run ``function`` so that the Iceberg commits it makes carry ``properties``.
 
     Iceberg's ``CommitMetadata.withCommitProperties`` keeps the properties in a
@@ -199,7 +209,7 @@ def last_commit(spark: SparkSession, name: str, app_id: str) -> tuple[int, int] 
 # ------------------------------------------------------------------ MERGE
 
 
-class _IcebergTarget:
+class IcebergTarget:
     """The part of Delta's ``DeltaTable`` merge builder the Delta store's MERGEs use.
 
     ``target.alias("t").merge(source.alias("s"), cond).whenMatchedDelete(…)
@@ -221,19 +231,19 @@ class _IcebergTarget:
         """The table as it is now."""
         return self.spark.table(self.name)
 
-    def alias(self, alias: str) -> _IcebergTarget:
+    def alias(self, alias: str) -> IcebergTarget:
         """Name the target in the conditions."""
         self._alias = alias
         return self
 
-    def merge(self, source: DataFrame, condition: str) -> _IcebergTarget:
+    def merge(self, source: DataFrame, condition: str) -> IcebergTarget:
         """Start a MERGE of ``source`` (aliased ``s`` by the caller) on ``condition``."""
         self._source = source
         self._on = condition
         self._clauses = []
         return self
 
-    def whenMatchedDelete(self, condition: str | None = None) -> _IcebergTarget:  # noqa: N802
+    def whenMatchedDelete(self, condition: str | None = None) -> IcebergTarget:  # noqa: N802
         """``WHEN MATCHED [AND cond] THEN DELETE``."""
         self._clauses.append(f"WHEN MATCHED{_and(condition)} THEN DELETE")
         return self
@@ -242,7 +252,7 @@ class _IcebergTarget:
         self,
         condition: str | None = None,
         set: dict[str, str] | None = None,  # noqa: A002 - DeltaTable's keyword
-    ) -> _IcebergTarget:
+    ) -> IcebergTarget:
         """``WHEN MATCHED [AND cond] THEN UPDATE SET col = expr, …``."""
         assignments = ", ".join(f"{col} = {expr}" for col, expr in (set or {}).items())
         self._clauses.append(f"WHEN MATCHED{_and(condition)} THEN UPDATE SET {assignments}")
@@ -259,7 +269,7 @@ class _IcebergTarget:
 
     def whenNotMatchedInsert(  # noqa: N802
         self, condition: str | None = None, values: dict[str, str] | None = None
-    ) -> _IcebergTarget:
+    ) -> IcebergTarget:
         """``WHEN NOT MATCHED [AND cond] THEN INSERT (cols) VALUES (exprs)``."""
         pairs = list((values or {}).items())
         columns = ", ".join(c for c, _ in pairs)
@@ -342,17 +352,16 @@ def apply_iceberg(
     stored = stored_types(spark.table(name))
     widened = checked_type_changes(stored, spec.columns, "iceberg")
     missing = [(n, t) for n, t in spec.columns if n not in stored]
-    target = _IcebergTarget(spark, name)
+    target = IcebergTarget(spark, name)
 
-    def add() -> _IcebergTarget:
+    def add() -> IcebergTarget:
         if missing:
             cols = ", ".join(f"{_quote(n)} {t}" for n, t in missing)
             spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
         return target
 
     add_and_fill(base, stored, properties, store="iceberg", add=add)
-    for change in widened:  # Iceberg's type promotion, in place
-        spark.sql(f"ALTER TABLE {name} ALTER COLUMN {_quote(change.column)} TYPE {change.new}")
+    widen_iceberg(spark, name, widened)
     done = last_commit(spark, name, app_id)
     kept, truncated = without_truncated(changes, reset_at_load=not spec.primary_key, order=order)
 
@@ -370,14 +379,18 @@ def apply_iceberg(
     if truncated and pending("truncate"):
         retry_conflicts(
             f"{what} (TRUNCATE)",
-            lambda: _commit(spark, mark("truncate"), lambda: spark.sql(f"DELETE FROM {name}")),  # noqa: S608 - quoted
+            lambda: commit_marked(
+                spark,
+                mark("truncate"),
+                lambda: spark.sql(f"DELETE FROM {name}"),  # noqa: S608 - quoted
+            ),
         )
     if pending("merge"):
         if spec.primary_key:
             kept_out = int(
                 retry_conflicts(
                     f"{what} (MERGE)",
-                    lambda: _commit(
+                    lambda: commit_marked(
                         spark,
                         mark("merge"),
                         lambda: _merge_by_key(
@@ -394,11 +407,20 @@ def apply_iceberg(
         else:
             retry_conflicts(
                 f"{what} (MERGE)",
-                lambda: _commit(
+                lambda: commit_marked(
                     spark, mark("merge"), lambda: _merge_multiset(spark, target, base, kept, order)
                 ),
             )
     return kept_out
+
+
+def widen_iceberg(spark: SparkSession, name: str, widened: Sequence[TypeChange]) -> None:
+    """Change the type of ``widened``'s columns of Iceberg table ``name`` in place.
+
+    Iceberg's type promotion: a metadata change, the data files stay as written.
+    """
+    for change in widened:
+        spark.sql(f"ALTER TABLE {name} ALTER COLUMN {_quote(change.column)} TYPE {change.new}")
 
 
 def _appender(spark: SparkSession, name: str) -> Callable[[DataFrame], None]:
@@ -440,10 +462,8 @@ def check_catalog(spark: SparkSession) -> None:
         ) from None
 
 
-def refuse_unsupported(*, history: bool, change_data_feed: bool) -> None:
-    """One line for what the Iceberg store does not keep (yet)."""
-    if history:
-        raise ConfigError(HISTORY_REFUSAL, hint="drop --history, or use --store delta")
+def refuse_unsupported(*, change_data_feed: bool) -> None:
+    """One line for what the Iceberg store does not keep."""
     if change_data_feed:
         raise ConfigError(CHANGE_FEED_REFUSAL, hint="drop --change-data-feed")
 

@@ -30,7 +30,7 @@ exactly once). Per micro-batch and per source table:
 
 Every row carries the change that last wrote it (:mod:`pipeline.lineage`). With
 ``history``, each keyed table's versions also go to its history table
-(:mod:`pipeline.history`, Delta only, after the state table's MERGE of the batch); with
+(:mod:`pipeline.history`, Delta or Iceberg, after the state table's MERGE of the batch); with
 ``change_data_feed``, Delta's Change Data Feed is on for the state tables.
 
 Columns are typed with :mod:`pipeline.pgtypes` from the table's layout record (latest
@@ -62,23 +62,27 @@ from capture.errors import ConfigError, WalcastError
 from capture.state.identity import SourceIdentity
 from pipeline import preflight
 from pipeline.added_columns import fill_images, renamed_images
+from pipeline.batch_tables import count_tables
 from pipeline.column_numbers import former_names, image_renames
 from pipeline.delta_versions import BatchRange
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
-from pipeline.history import (
-    PARQUET_REFUSAL,
-    HistoryOrderError,
-    apply_history,
-    check_history_types,
+from pipeline.history import HistoryOrderError
+from pipeline.history_store import PARQUET_REFUSAL, apply_history, check_history_types
+from pipeline.iceberg_store import (
+    apply_iceberg,
+    catalog_for,
+    check_catalog,
+    refuse_unsupported,
+    table_name,
 )
-from pipeline.iceberg_store import apply_iceberg, check_catalog, refuse_unsupported
 from pipeline.layouts import layout_topic_name, read_layouts, warn_sourceless
 from pipeline.lineage import LINEAGE_NAMES
 from pipeline.model import LOG_ORDER, NORMALIZED, order_columns
 from pipeline.normalize import rate_text
 from pipeline.partitioning import Partitioning, check_store
 from pipeline.pgtypes import spark_type
+from pipeline.schema_history import LayoutShape, SchemaHistory
 from pipeline.session import session_uses_delta
 from pipeline.stores import (
     apply_delta,
@@ -88,7 +92,13 @@ from pipeline.stores import (
     spec_from_layout,
 )
 from pipeline.tables import CURRENT, Layout, TableSpec, table_path
-from pipeline.type_changes import TypeChangeRefused
+from pipeline.type_changes import (
+    TypeChangeRefused,
+    quarantine_path,
+    refusal_line,
+    refused_changes,
+    write_quarantine,
+)
 
 __all__ = [
     "CURRENT",
@@ -119,18 +129,23 @@ def apply_batch(
     store: str | None = None,
     report: Callable[[str], None] | None = None,
     partition_by: Partitioning | None = None,
+    seen: set[tuple[str, str]] | None = None,
+    schema_history: SchemaHistory | None = None,
 ) -> dict[str, int]:
     """Apply one batch of normalized changes to the state tables.
 
     Each source's tables are kept apart (:func:`~pipeline.stores.table_path`), typed with
     that source's layouts only. Returns the tables' names → the number of changes applied
     to each, in name order: ``schema.table``, or ``database/schema.table`` when the batch
-    holds changes of several sources. With ``history`` (Delta only: ConfigError
-    otherwise), each keyed table's history is updated too (``history_columns``: the
+    holds changes of several sources. With ``history`` (Delta or Iceberg: ConfigError
+    for Parquet), each keyed table's history is updated too (``history_columns``: the
     tracked columns); the names of tables left without one (no primary key) are added to
     ``without_history``. ``store="iceberg"`` writes Iceberg tables (else ``use_delta``
     or the session picks Delta or Parquet). ``partition_by`` partitions the tables it names
-    as they are created (:mod:`pipeline.partitioning`; refused for Parquet).
+    as they are created (:mod:`pipeline.partitioning`; refused for Parquet). ``seen`` gets
+    the ``(schema, table)`` of every table the batch's changes or ``layouts`` name. With
+    ``schema_history`` and ``layouts``, the layout changes the batch's changes show are
+    recorded first (:mod:`pipeline.schema_history`).
 
     A table whose newest layout changed a column's type in a way its store cannot follow
     (:mod:`pipeline.type_changes`) is left as it was: its changes of the batch go to the
@@ -140,9 +155,9 @@ def apply_batch(
     """
     iceberg = store == "iceberg"
     if iceberg:
-        refuse_unsupported(history=history, change_data_feed=change_data_feed)
+        refuse_unsupported(change_data_feed=change_data_feed)
     delta = session_uses_delta(spark) if use_delta is None else use_delta
-    if (history or change_data_feed) and not delta:
+    if (history or change_data_feed) and not delta and not iceberg:
         what = PARQUET_REFUSAL if history else "--change-data-feed needs Delta Lake tables"
         raise ConfigError(what, hint="install delta-spark (pip install 'walcast[spark]')")
     store_name = "iceberg" if iceberg else "delta" if delta else "parquet"
@@ -153,6 +168,8 @@ def apply_batch(
     earlier: dict[tuple[str | None, str, str], dict[str, str]] = {}
     # per table, every layout with its columns' catalog numbers (renames), oldest first
     history_of: dict[tuple[str | None, str, str], list[Layout]] = {}
+    # every layout version held, by table and version (the schema history's)
+    shapes: dict[tuple[tuple[str | None, str, str], str], LayoutShape] = {}
     # per table, each column with a DEFAULT the rows stored before its ADD read: the value,
     # and the layouts (column names) before the first that had it (the history's fills; not
     # a column's NULL, ``missing_null``: a name's first incarnation would fix its value for
@@ -163,6 +180,7 @@ def apply_batch(
         for row in rows:  # oldest first: the newest layout and type win
             name = (row["source"], row["schema"], row["table"])
             by_table[name] = row
+            shapes[(name, row["version"])] = LayoutShape.of(row)
             history_of.setdefault(name, []).append(
                 tuple((c["name"], c["number"]) for c in row["columns"])
             )
@@ -173,38 +191,23 @@ def apply_batch(
                     first_seen[column["name"]] = (column["missing"], before)
             types = earlier.setdefault(name, {})
             types.update(spec_from_layout(row, typed=typed).columns)
-    counted = (
-        changes.groupBy("source", "schema", "table")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.count("commit_lsn_num").alias("positioned"),
-            F.min("commit_lsn_num").alias("first_lsn"),
-            F.max("commit_lsn_num").alias("last_lsn"),
-            F.unix_micros(F.min("commit_time")).alias("first_time"),
-            F.unix_micros(F.max("commit_time")).alias("last_time"),
-            F.array_distinct(
-                F.flatten(
-                    F.collect_set(
-                        F.concat(
-                            F.coalesce(F.map_keys("after"), F.array().cast("array<string>")),
-                            F.coalesce(F.map_keys("before"), F.array().cast("array<string>")),
-                        )
-                    )
-                )
-            ).alias("sent"),
-        )
-        .collect()
-    )
-    sent = {(r["source"], r["schema"], r["table"]): r["sent"] or [] for r in counted}
-    counts = {(r["source"], r["schema"], r["table"]): int(r["n"]) for r in counted}
-    positioned = {(r["source"], r["schema"], r["table"]): int(r["positioned"]) for r in counted}
+    counted = count_tables(changes)
+    if schema_history is not None and layouts is not None:
+        schema_history.record(spark, batch_id, counted, shapes, changes)
+    if seen is not None:
+        seen.update((schema, table) for _, schema, table in [*by_table, *counted])
+    sent = {name: sorted(t.sent) for name, t in counted.items()}
+    counts = {name: t.n for name, t in counted.items()}
+    positioned = {name: t.positioned for name, t in counted.items()}
     ranges = {
-        (r["source"], r["schema"], r["table"]): BatchRange(
-            int(r["first_lsn"]), int(r["last_lsn"]), int(r["first_time"]), int(r["last_time"])
-        )
-        for r in counted
+        name: BatchRange(t.first_lsn, t.last_lsn, t.first_time, t.last_time)
+        for name, t in counted.items()
         # every change positioned (else no LSN to read at), with its commit time
-        if r["positioned"] == r["n"] and r["first_time"] is not None
+        if t.positioned == t.n
+        and t.first_lsn is not None
+        and t.last_lsn is not None
+        and t.first_time is not None
+        and t.last_time is not None
     }
     several = len({source for source, _, _ in counts}) > 1
     # the apply order of each table, checked before any table is written
@@ -250,9 +253,14 @@ def apply_batch(
         )  # fmt: skip
         path = table_path(state_root, schema, table, source)
         label = _label(source, schema, table, several=several)
+        history_name = (
+            table_name(catalog_for(spark, state_root), schema, table, source, history=True)
+            if history and iceberg
+            else None
+        )
         try:
             if history:
-                check_history_types(spark, path, history_spec)
+                check_history_types(spark, path, history_spec, iceberg=history_name)
             # changes encoded before a RENAME COLUMN name the column as it was then; the
             # rows stored before a column added with a DEFAULT read its value
             renames = image_renames(spec.layouts)
@@ -273,9 +281,9 @@ def apply_batch(
             else:
                 apply_parquet(spark, path, spec, filled, batch_id, order)
         except TypeChangeRefused as refusal:
-            refusals.append(_refused(part, refusal))
+            refusals.append(refused_changes(part, refusal))
             (report or _stderr)(
-                _refusal_line(label, schema, table, store_name, refusal, count, batch_id,
+                refusal_line(label, schema, table, store_name, refusal, count, batch_id,
                               quarantine_path(state_root))
             )  # fmt: skip
             continue
@@ -293,63 +301,14 @@ def apply_batch(
                 renames, also=former_names(spec.layouts),
             ),
             batch_id, f"{app_id}:{path}", order, history_columns, label=label,
+            iceberg=history_name,
         )  # fmt: skip
         if history and not kept and without_history is not None:
             without_history.add(label)
         done[label] = count
     if refusals:
-        _write_quarantine(refusals, quarantine_path(state_root), batch_id)
+        write_quarantine(refusals, quarantine_path(state_root), batch_id)
     return done
-
-
-TYPE_CHANGE = "type_change"
-"""The quarantine reason of a table's changes held back by a type change its store cannot
-follow (:func:`apply_batch`)."""
-
-
-def quarantine_path(state_root: str) -> str:
-    """Where materialize quarantines changes: ``<state root>_quarantine``.
-
-    Beside the state, as normalize's ``<output>_quarantine`` is beside its output.
-
-    Parquet, one directory per batch (``batch_id=<n>``, rewritten whole when a batch runs
-    again: no duplicates): the normalized changes (:data:`~pipeline.model.NORMALIZED`) with
-    ``reason`` (:data:`TYPE_CHANGE`) and ``detail`` (the columns and their types).
-    """
-    return state_root.rstrip("/") + "_quarantine"
-
-
-def _refused(part: DataFrame, refusal: TypeChangeRefused) -> DataFrame:
-    detail = f"{refusal.store} cannot change column type: {refusal}"
-    return part.select("*", F.lit(TYPE_CHANGE).alias("reason"), F.lit(detail).alias("detail"))
-
-
-def _write_quarantine(frames: list[DataFrame], root: str, batch_id: int) -> None:
-    rows = frames[0]
-    for frame in frames[1:]:
-        rows = rows.unionByName(frame)
-    rows.write.mode("overwrite").parquet(f"{root}/batch_id={batch_id}")
-
-
-def _refusal_line(
-    label: str,
-    schema: str,
-    table: str,
-    store: str,
-    refusal: TypeChangeRefused,
-    count: int,
-    batch_id: int,
-    root: str,
-) -> str:
-    columns = ", ".join(f"{c.column} ({c.old} → {c.new})" for c in refusal.refused)
-    kind = {"delta": "a Delta", "iceberg": "an Iceberg", "parquet": "a Parquet"}[store]
-    return (
-        f"walcast spark materialize: {label}: the source changed the type of {columns}, "
-        f"which {kind} table cannot follow without changing stored values; the table is "
-        f"left as it was and its {count:,} changes of batch {batch_id} are quarantined in "
-        f"{root} (reason {TYPE_CHANGE}). To follow the new type, drop the table (and its "
-        f"history), then reload it at the source: walcast snapshot --table {schema}.{table}"
-    )
 
 
 def _stderr(line: str) -> None:
@@ -424,7 +383,7 @@ class MaterializeJob:
     kafka_timeout: float = 30.0
     """How long the start (and each batch's layout read) waits for a broker to answer."""
     history: bool = False
-    """Keep each keyed table's history too (:mod:`pipeline.history`; Delta only)."""
+    """Keep each keyed table's history too (:mod:`pipeline.history`; Delta or Iceberg)."""
     history_columns: tuple[str, ...] | None = None
     """The tracked columns of the histories (None: every column)."""
     change_data_feed: bool = False
@@ -443,6 +402,12 @@ class MaterializeJob:
     """The job's own error, raised inside a batch (Spark wraps it)."""
     warned: set[str] = field(default_factory=set, init=False)
     """Tables already said to have no history."""
+    seen: set[tuple[str, str]] = field(default_factory=set, init=False)
+    """Every ``(schema, table)`` the run's changes or layouts named."""
+    schema_history: SchemaHistory | None = field(default=None, init=False)
+    """The output's schema history (:mod:`pipeline.schema_history`), made at start."""
+    unmatched_said: set[tuple[str, str]] = field(default_factory=set, init=False)
+    """``--partition-by`` tables already said to be named by nothing (:meth:`_unmatched`)."""
     cluster_topics: set[str] | None = field(default=None, init=False)
     """The cluster's topics, once :meth:`check` asked (before any Spark session)."""
 
@@ -465,7 +430,7 @@ class MaterializeJob:
         spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
         delta = session_uses_delta(spark) if self.use_delta is None else self.use_delta
         if self.store == "iceberg":
-            refuse_unsupported(history=self.history, change_data_feed=self.change_data_feed)
+            refuse_unsupported(change_data_feed=self.change_data_feed)
             check_catalog(spark)
         elif (self.history or self.change_data_feed) and not delta:
             flag = "--history" if self.history else "--change-data-feed"
@@ -480,6 +445,7 @@ class MaterializeJob:
                 f"walcast spark materialize: no layout topic {layout_topic!r} (yet): column "
                 "types and keys come from the changes"
             )
+        self.schema_history = SchemaHistory(self.state) if layout_topic is not None else None
         reader = spark.readStream.schema(NORMALIZED)
         if self.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", str(self.max_files_per_trigger))
@@ -513,6 +479,8 @@ class MaterializeJob:
                     store=self.store,
                     report=self.report,
                     partition_by=self.partition_by,
+                    seen=self.seen,
+                    schema_history=self.schema_history,
                 )
             except WalcastError as exc:
                 self.failure = exc
@@ -525,6 +493,8 @@ class MaterializeJob:
                     "kept for it (its current table is)"
                 )
             self.warned |= without_history
+            if layouts is not None:  # every table the source published a layout of: known
+                self._unmatched()
             count = sum(self.applied.values())
             totals.add(self.applied)
             self.report(
@@ -550,6 +520,24 @@ class MaterializeJob:
         A failure is one WalcastError: the job's own (Kafka gone), or Spark's first line.
         """
         run_job(self, spark, "materialize", self._summary)
+        self._unmatched()
+
+    def _unmatched(self) -> None:
+        """Say once per name which ``--partition-by`` tables nothing of the run named.
+
+        Asked after a batch that read the layouts (they name every table the source
+        published) and when the run ends; such a name is likely misspelt, and a table
+        created later under it would still be partitioned as asked.
+        """
+        for schema, table in sorted(set(self.partition_by) - self.seen - self.unmatched_said):
+            self.unmatched_said.add((schema, table))
+            names = sorted(f"{s}.{t}" for s, t in self.seen)
+            shown = ", ".join(names[:TABLES_SHOWN]) + (" …" if len(names) > TABLES_SHOWN else "")
+            self.report(
+                f"walcast spark materialize: --partition-by {schema}.{table}: no layout or "
+                "change of this run names that table, so nothing is partitioned by it yet; "
+                f"check the name (tables seen: {shown or 'none'})"
+            )
 
     def _summary(self, seconds: float) -> str:
         """The line :meth:`run` ends with: what the whole run did in ``seconds``."""

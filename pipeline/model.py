@@ -26,7 +26,10 @@ several) and ``commit_date`` (the UTC date of ``commit_time``, a partition colum
 ``source`` and ``load`` come from walcast's Kafka headers (:mod:`pipeline.kafka`): which
 database and slot the change came from (null for other producers), and whether it is a
 row of a load (an initial or ``walcast snapshot`` load: its position in the load chunk is
-its ordinal, 1 for the chunk's first row).
+its ordinal, 1 for the chunk's first row). ``layout`` is the ``walcast.layout`` header:
+the version of the table's layout record the change was encoded with (:mod:`pipeline.layouts`;
+null for other producers, and for the change of a paired format, such as a Debezium key
+change, whose halves were read in two batches).
 
 Ordering rule (issue 36): a change's place is its **position**, never a part of one.
 
@@ -115,6 +118,7 @@ KAFKA_FIELDS = [
 SOURCE_FIELDS = [
     StructField("source", StringType(), True),
     StructField("load", BooleanType(), True),
+    StructField("layout", StringType(), True),
 ]
 """What a message's walcast headers say (:data:`pipeline.kafka.HEADER_COLUMNS`)."""
 

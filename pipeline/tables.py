@@ -1,7 +1,7 @@
 """Where the state tables live, and the shape of one: paths, versions, :class:`TableSpec`.
 
 The stores (:mod:`pipeline.stores`, :mod:`pipeline.iceberg_store`) write the tables;
-:mod:`pipeline.asof` and :mod:`pipeline.history` read them. All of them find a table here,
+:mod:`pipeline.asof` and :mod:`pipeline.history_store` read them. All of them find a table here,
 so this module imports no other module of ``pipeline`` (it sits below all of them).
 
 Invariants:
@@ -10,6 +10,9 @@ Invariants:
   (:func:`table_path`); a table without a source keeps ``<root>/<schema>/<table>``.
 * A directory is a table when it holds a Parquet store's ``_CURRENT`` pointer, a
   ``_delta_log`` or an Iceberg version hint (:func:`table_paths` lists only those).
+* A table's history (``materialize --history``) is its sibling
+  ``<...>/<schema>/_walcast_history/<table>`` (:func:`history_path`), a Delta or an
+  Iceberg table (:mod:`pipeline.history_store` writes it).
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 from capture.state.identity import SourceIdentity
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 CURRENT = "_CURRENT"
 HISTORY_DIR = "_walcast_history"
-"""A state table's history lives in this sibling directory (:mod:`pipeline.history`)."""
+"""A state table's history lives in this sibling directory (:mod:`pipeline.history_store`)."""
 ICEBERG_HINT = "metadata/version-hint.text"
 """An Iceberg table of a Hadoop catalog has it (:mod:`pipeline.iceberg_store`)."""
 
@@ -122,6 +125,33 @@ def table_path(root: str, schema: str, table: str, source: str | None = None) ->
     if source is not None:
         base += "/" + source_dir(source)
     return f"{base}/{schema}/{table}"
+
+
+def history_path(table_path: str) -> str:
+    """Where the history of the state table at ``table_path`` lives (its sibling).
+
+    ``<...>/<schema>/<table>`` → ``<...>/<schema>/_walcast_history/<table>``: names that
+    start with ``_walcast_`` are walcast's, in directories as in columns (not inside the
+    state table's directory, which Delta would read as a partition of it).
+    """
+    parent, _, name = table_path.rstrip("/").rpartition("/")
+    return f"{parent}/{HISTORY_DIR}/{name}"
+
+
+def read_history(spark: SparkSession, table_path: str) -> DataFrame | None:
+    """The history of the state table at ``table_path`` (Delta or Iceberg), or None.
+
+    By path: an Iceberg history is found in the Hadoop catalog on ``--output``.
+    """
+    path = history_path(table_path)
+    jvm, fs = hadoop_fs(spark, path)
+    if fs.exists(jvm.org.apache.hadoop.fs.Path(f"{path}/{ICEBERG_HINT}")):
+        return spark.read.format("iceberg").load(path)
+    from delta.tables import DeltaTable  # noqa: PLC0415
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return spark.read.format("delta").load(path)
 
 
 def is_table(spark: SparkSession, path: str) -> bool:

@@ -12,8 +12,8 @@ the stored column's type with the new one before it writes anything to the table
 * **anything else** (a narrowing such as ``bigint`` → ``int``, or another kind, such as
   ``text`` → ``int`` or ``int`` → ``text``): the table cannot take the new values without
   casting them, and a cast would change or lose some. The table's changes of the batch are
-  quarantined, the table is left as it was (never half-applied), and one line names the
-  column, both types and what to do (:mod:`pipeline.materialize`).
+  quarantined (:func:`quarantine_path`), the table is left as it was (never half-applied),
+  and one line names the column, both types and what to do (:func:`refusal_line`).
 
 The widenings, per store (decided from each format's documentation, and the intersection
 of what Spark casts exactly):
@@ -181,3 +181,61 @@ def widen_delta(spark: SparkSession, path: str, widened: Sequence[TypeChange]) -
     for change in widened:
         column = quote_identifier(change.column)
         spark.sql(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE {change.new}")
+
+
+# ------------------------------------------------------------------ refused: the quarantine
+
+
+TYPE_CHANGE = "type_change"
+"""The quarantine reason of a table's changes held back by a type change its store cannot
+follow (:func:`pipeline.materialize.apply_batch`)."""
+
+
+def quarantine_path(state_root: str) -> str:
+    """Where materialize quarantines changes: ``<state root>_quarantine``.
+
+    Beside the state, as normalize's ``<output>_quarantine`` is beside its output.
+
+    Parquet, one directory per batch (``batch_id=<n>``, rewritten whole when a batch runs
+    again: no duplicates): the normalized changes (:data:`~pipeline.model.NORMALIZED`) with
+    ``reason`` (:data:`TYPE_CHANGE`) and ``detail`` (the columns and their types).
+    """
+    return state_root.rstrip("/") + "_quarantine"
+
+
+def refused_changes(part: DataFrame, refusal: TypeChangeRefused) -> DataFrame:
+    """The changes ``part`` of a table held back by ``refusal``, with reason and detail."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415 - the rules need no Spark
+
+    detail = f"{refusal.store} cannot change column type: {refusal}"
+    return part.select("*", F.lit(TYPE_CHANGE).alias("reason"), F.lit(detail).alias("detail"))
+
+
+def write_quarantine(frames: list[DataFrame], root: str, batch_id: int) -> None:
+    """Write a batch's held-back changes to ``root``'s ``batch_id=<n>`` (replaced whole)."""
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    rows.write.mode("overwrite").parquet(f"{root}/batch_id={batch_id}")
+
+
+def refusal_line(
+    label: str,
+    schema: str,
+    table: str,
+    store: str,
+    refusal: TypeChangeRefused,
+    count: int,
+    batch_id: int,
+    root: str,
+) -> str:
+    """The one line that says a table's changes of a batch were held back, and what to do."""
+    columns = ", ".join(f"{c.column} ({c.old} → {c.new})" for c in refusal.refused)
+    kind = {"delta": "a Delta", "iceberg": "an Iceberg", "parquet": "a Parquet"}[store]
+    return (
+        f"walcast spark materialize: {label}: the source changed the type of {columns}, "
+        f"which {kind} table cannot follow without changing stored values; the table is "
+        f"left as it was and its {count:,} changes of batch {batch_id} are quarantined in "
+        f"{root} (reason {TYPE_CHANGE}). To follow the new type, drop the table (and its "
+        f"history), then reload it at the source: walcast snapshot --table {schema}.{table}"
+    )

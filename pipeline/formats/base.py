@@ -143,6 +143,7 @@ def message(**fields: Column | Any) -> list[Column]:
     base: dict[str, Column] = {
         "source": F.col("source"),
         "load": F.col("load"),
+        "layout": F.col("header_layout"),
         "header_lsn": F.col("header_lsn"),
         "header_ordinal": F.col("header_ordinal"),
         "header_change_lsn": F.col("header_change_lsn"),

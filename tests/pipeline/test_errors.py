@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from capture.errors import WalcastError
-from pipeline.errors import SparkJobError, WrongFormatError, run_job
+from pipeline.errors import SparkJobError, WrongFormatError, run_job, spark_errors
 
 
 @dataclass
@@ -75,3 +75,23 @@ def test_any_other_failure_is_sparks_first_line() -> None:
         run_job(job, "spark", "materialize", summary_of(job, asked))
     assert asked == []
     assert job.lines == []
+
+
+def test_a_spark_failure_in_show_or_maintain_is_its_first_line() -> None:
+    """``walcast spark show`` printed a Py4J traceback when the session could not read an
+    Iceberg table; a command that runs Spark once now says Spark's first line."""
+    java = RuntimeError(
+        "An error occurred while calling o100.load.\n"
+        ": org.apache.spark.SparkClassNotFoundException: [DATA_SOURCE_NOT_FOUND] …\n"
+        "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.dataSourceNotFoundError"
+    )
+    with pytest.raises(SparkJobError) as raised, spark_errors("show"):
+        raise java
+    lines = raised.value.lines()
+    said = "walcast spark show failed in Spark: An error occurred while calling o100.load."
+    assert lines[0].startswith(said), lines
+    assert all("\tat " not in line and "Exception" not in line for line in lines), lines
+    own = WalcastError("a line of walcast's own")
+    with pytest.raises(WalcastError) as kept, spark_errors("maintain"):
+        raise own
+    assert kept.value is own

@@ -20,19 +20,14 @@ from capture.errors import ConfigError
 from pipeline.asof import read_table_as_of
 from pipeline.delta_versions import recorded_commits
 from pipeline.errors import AsOfError
-from pipeline.history import (
-    IS_CURRENT,
-    VALID_FROM_LSN,
-    VALID_TO_LSN,
-    HistoryOrderError,
-    apply_history,
-    history_path,
-    read_history,
-)
+from pipeline.history import IS_CURRENT, VALID_FROM_LSN, VALID_TO_LSN, HistoryOrderError
+from pipeline.history_store import apply_history
+from pipeline.iceberg_store import APP_ID, BATCH_ID, catalog_for, table_name
 from pipeline.lineage import COMMIT_LSN, COMMIT_TIME, OP
 from pipeline.materialize import apply_batch, read_table
 from pipeline.model import KAFKA_ORDER, LOG_ORDER
 from pipeline.stores import TableSpec, table_path
+from pipeline.tables import history_path, read_history
 from tests.pipeline.test_materialize import BODY_A, BODY_B, Changes
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -140,20 +135,29 @@ def workload() -> Txn:
     return t
 
 
-@pytest.mark.parametrize("cuts", [(), (5, 7)], ids=["one-batch", "cut-in-transactions"])
-def test_history_as_of_every_commit_equals_the_replay(spark, tmp_path, cuts) -> None:
+@pytest.mark.parametrize(
+    ("store", "cuts"),
+    [("delta", ()), ("delta", (5, 7)), ("iceberg", (5, 7))],
+    ids=["delta-one-batch", "delta-cut-in-transactions", "iceberg-cut-in-transactions"],
+)
+def test_history_as_of_every_commit_equals_the_replay(spark, tmp_path, store, cuts) -> None:
     """One batch, or batches cut inside a transaction (between two updates of one row, then
     between the two key changes of another): the same history either way; a batch applied
-    again (a restart) changes nothing."""
+    again (a restart) changes nothing. Iceberg keeps the same history in an Iceberg table
+    at the same place."""
     root = str(tmp_path / "state")
     t = workload()
     rows = list(t.rows)
     bounds = [0, *cuts, len(rows)]
     batches = [rows[a:b] for a, b in itertools.pairwise(bounds)]
-    run_batches(spark, root, t, batches)
+    kwargs = {"store": store}
+    run_batches(spark, root, t, batches, **kwargs)
     check_every_lsn(spark, root, t.log)
     path = history_path(table_path(root, "public", "doc"))
-    history = spark.read.format("delta").load(path).collect()
+    kept = read_history(spark, table_path(root, "public", "doc"))
+    assert kept is not None
+    history = kept.collect()
+    assert Path(path, "metadata" if store == "iceberg" else "_delta_log").is_dir()
     # one version per row and transaction it was visible after: 1 has 3 (insert, the
     # transaction's last update, the re-insert), 9 none
     versions: dict[str, int] = {}
@@ -172,9 +176,22 @@ def test_history_as_of_every_commit_equals_the_replay(spark, tmp_path, cuts) -> 
     if cuts:  # the last batch again, as a restarted job replays it: nothing changes
         t.rows = batches[-1]
         last = len(batches) - 1
-        apply_batch(spark, t.frame(spark), root, last, use_delta=True, typed=False, history=True)
-        again = spark.read.format("delta").load(path).collect()
-        assert sorted(map(tuple, again)) == sorted(map(tuple, history))
+        apply_batch(
+            spark, t.frame(spark), root, last, use_delta=True, typed=False, history=True,
+            **kwargs,
+        )  # fmt: skip
+        again = read_history(spark, table_path(root, "public", "doc"))
+        assert again is not None
+        assert sorted(map(tuple, again.collect())) == sorted(map(tuple, history))
+    if store == "iceberg":  # each batch is one snapshot marked with the history's app id
+        name = table_name(catalog_for(spark, root), "public", "doc", history=True)
+        marks = [
+            (r["summary"].get(APP_ID), r["summary"].get(BATCH_ID))
+            for r in spark.sql(f"SELECT summary FROM {name}.snapshots").collect()
+            if r["summary"].get(APP_ID)
+        ]
+        app = f"walcast-materialize:{table_path(root, 'public', 'doc')}:history"
+        assert marks == [(app, str(i)) for i in range(len(batches))]
 
 
 def test_truncate_closes_every_open_version(spark, tmp_path) -> None:

@@ -41,11 +41,11 @@ from psycopg.conninfo import make_conninfo
 from capture.lsn import parse_lsn
 from pipeline.delta_versions import recorded_commits, version_as_of
 from pipeline.errors import AsOfError
-from pipeline.history import read_history
 from pipeline.lineage import LINEAGE_NAMES
 from pipeline.materialize import MaterializeJob, read_table
 from pipeline.normalize import NormalizeJob
 from pipeline.stores import table_paths
+from pipeline.tables import read_history
 from tests.pipeline.test_cli import assert_one_line_error
 from tests.pipeline.test_end_to_end import (
     SCHEMA,

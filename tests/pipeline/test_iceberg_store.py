@@ -4,7 +4,8 @@ What the shared store tests (``test_materialize.py``, parametrized over every st
 not cover: where the table lives (a Hadoop catalog on the output root, read back with
 ``read_table``), the batch ids its snapshots record, a batch applied again after a
 restart (a keyless table would double its rows), a TRUNCATE, and the one-line errors
-(an output that cannot be written, ``--history``, a catalog that does not answer).
+(an output that cannot be written, ``--change-data-feed``, a catalog that does not
+answer). Its history tables are ``test_history.py``'s.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from pipeline.iceberg_store import (
     APP_ID,
     BATCH_ID,
-    HISTORY_REFUSAL,
+    CHANGE_FEED_REFUSAL,
     STEP,
     catalog_for,
     last_commit,
@@ -150,10 +151,12 @@ def test_an_output_iceberg_cannot_write_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error(done, "--output", "a-file/tables", "Iceberg warehouse")
 
 
-def test_history_with_iceberg_is_one_line(tmp_path: Path) -> None:
-    done = materialize(tmp_path, "--output", str(tmp_path / "t"), "--store", "iceberg", "--history")
+def test_a_change_data_feed_with_iceberg_is_one_line(tmp_path: Path) -> None:
+    done = materialize(
+        tmp_path, "--output", str(tmp_path / "t"), "--store", "iceberg", "--change-data-feed"
+    )  # fmt: skip
     assert done.returncode == 2
-    assert_one_line_error(done, HISTORY_REFUSAL)
+    assert_one_line_error(done, CHANGE_FEED_REFUSAL)
 
 
 def test_a_catalog_that_does_not_answer_is_one_line_naming_its_uri(tmp_path: Path) -> None:

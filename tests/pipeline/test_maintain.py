@@ -23,11 +23,11 @@ from capture.errors import ConfigError
 from pipeline import stores
 from pipeline.asof import read_table_as_of
 from pipeline.conflicts import is_conflict, retry_conflicts
-from pipeline.history import history_path, read_history
 from pipeline.iceberg_store import catalog_for, table_name
 from pipeline.maintain import MaintainOptions, expiry_cutoff, find_tables, maintain
 from pipeline.materialize import apply_batch, read_table
 from pipeline.stores import table_path
+from pipeline.tables import history_path, read_history
 from tests.pipeline.test_cli import assert_one_line_error
 from tests.pipeline.test_history import Txn, replay, workload
 from tests.support import scenario as sc
@@ -54,9 +54,10 @@ def batches_of(t: Txn, cuts: list[int]) -> list[list[dict]]:
 
 @pytest.mark.integration
 def test_every_store_is_compacted_and_reads_the_same(spark, tmp_path) -> None:
-    """Delta (with its history), Iceberg and Parquet tables under one output, one batch
-    per transaction: maintain compacts Delta's and Iceberg's files, leaves Parquet, and
-    every table, the history and an as-of read from Delta's versions read the same."""
+    """Delta and Iceberg (each with its history) and Parquet tables under one output, one
+    batch per transaction: maintain compacts Delta's and Iceberg's files, leaves Parquet,
+    and every table, both histories and an as-of read from Delta's versions read the
+    same."""
     root = str(tmp_path / "out")
     t = workload()
     batches = batches_of(t, [8, 11])
@@ -67,22 +68,32 @@ def test_every_store_is_compacted_and_reads_the_same(spark, tmp_path) -> None:
         for store, schema in stores.items():
             frame = changes.withColumn("schema", F.lit(schema))
             apply_batch(
-                spark, frame, root, batch_id, typed=False, history=store == "delta",
+                spark, frame, root, batch_id, typed=False, history=store != "parquet",
                 **({"store": "iceberg"} if store == "iceberg" else {"use_delta": store == "delta"}),
             )  # fmt: skip
     expected = replay(t.log, t.lsn)
     delta_path = table_path(root, "delta_db", "doc")
+    ice_path = table_path(root, "ice_db", "doc")
     before = {name: files_of(spark, root, name) for name in stores.values()}
-    history_before = sorted(map(tuple, read_history(spark, delta_path).collect()))
+
+    def histories() -> list[list[tuple]]:
+        kept = [read_history(spark, path) for path in (delta_path, ice_path)]
+        return [sorted(map(tuple, h.collect())) for h in kept if h is not None]
+
+    history_before = histories()
+    assert len(history_before) == 2
+    assert history_before[0] == history_before[1]  # the same versions in both stores
     found = {(f.label, f.store) for f in find_tables(spark, root)}
     assert found == {
         ("delta_db.doc", "delta"), ("delta_db._walcast_history.doc", "delta"),
-        ("ice_db.doc", "iceberg"), ("pq_db.doc", "parquet"),
+        ("ice_db.doc", "iceberg"), ("ice_db._walcast_history.doc", "iceberg"),
+        ("pq_db.doc", "parquet"),
     }  # fmt: skip
     # compaction here; the expiry (VACUUM, expire_snapshots) in the CLI run below
     lines = maintain(spark, root, MaintainOptions(expire=False), report=lambda _: None)
-    assert len(lines) == 4, lines
+    assert len(lines) == 5, lines
     assert any("ice_db.doc (iceberg): compacted" in line for line in lines), lines
+    assert any("ice_db._walcast_history.doc (iceberg): compacted" in line for line in lines)
     assert any("pq_db.doc (parquet): nothing to do" in line for line in lines), lines
     for schema in stores.values():
         assert state(read_table(spark, root, schema, "doc")) == expected, schema
@@ -90,7 +101,7 @@ def test_every_store_is_compacted_and_reads_the_same(spark, tmp_path) -> None:
     assert before["ice_db"] > 1, before
     assert files_of(spark, root, "delta_db") == 1
     assert files_of(spark, root, "ice_db") == 1
-    assert sorted(map(tuple, read_history(spark, delta_path).collect())) == history_before
+    assert histories() == history_before
     # the history answers first; the versions still hold the last point (1600)
     last = read_table_as_of(spark, root, "delta_db", "doc", as_of_lsn=t.lsn - 100)
     assert state(last) == replay(t.log, t.lsn - 100)
@@ -106,9 +117,9 @@ def test_every_store_is_compacted_and_reads_the_same(spark, tmp_path) -> None:
     done = sc.walcast("spark", "maintain", "--tables", root, "--no-compact", timeout=900)
     assert done.returncode == 0, done.stderr
     printed = done.stdout.splitlines()
-    assert len(printed) == 4, done.stdout
+    assert len(printed) == 5, done.stdout
     assert all(line.startswith("walcast spark maintain: ") for line in printed), printed
-    assert sum("removed" in line for line in printed) == 3, printed  # not Parquet
+    assert sum("removed" in line for line in printed) == 4, printed  # not Parquet
     assert "Deleted" not in done.stderr, done.stderr
 
 

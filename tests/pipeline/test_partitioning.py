@@ -122,6 +122,26 @@ def _rows(n: int) -> list[tuple]:
     ]  # fmt: skip
 
 
+def test_a_partitioned_table_nothing_names_is_said_once() -> None:
+    """A misspelt ``--partition-by`` table would partition nothing, silently: the job says
+    so once (after a batch that read the layouts, and at the end of the run)."""
+    from pipeline.materialize import MaterializeJob  # noqa: PLC0415 - imports pyspark
+
+    lines: list[str] = []
+    asked = parse_partition_by(["shop.ordrs=region", "shop.orders=region"])
+    job = MaterializeJob("in", "out", "ckpt", partition_by=asked, report=lines.append)
+    job.seen |= {("shop", "orders"), ("shop", "items")}
+    job._unmatched()
+    job.seen.add(("shop", "customers"))
+    job._unmatched()
+    said = (
+        "walcast spark materialize: --partition-by shop.ordrs: no layout or change of this "
+        "run names that table, so nothing is partitioned by it yet; check the name (tables "
+        "seen: shop.items, shop.orders)"
+    )
+    assert lines == [said]
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize(
     ("store", "fields", "shown"),
@@ -137,9 +157,11 @@ def test_a_table_is_created_partitioned_and_never_re_partitioned(
 ) -> None:
     root = str(tmp_path / "state")
     asked = parse_partition_by([f"public.orders={fields}"])
-    tables = Materialized(spark, root, store, partition_by=asked)
+    seen: set[tuple[str, str]] = set()
+    tables = Materialized(spark, root, store, partition_by=asked, seen=seen)
     tables.source.publish(ORDERS)
     tables.apply(0, *_rows(6))
+    assert seen == {("public", "orders")}  # what the job checks --partition-by names against
     tables.apply(1, (ORDERS, Op.UPDATE, {"id": "2", "region": "eu", "at": None, "n": "20"}),
                  (ORDERS, Op.DELETE, {"id": "3"}, None))  # fmt: skip
     assert tables.rows("orders", "id", "region", "n") == [

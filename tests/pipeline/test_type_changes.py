@@ -16,10 +16,9 @@ from decimal import Decimal
 import pytest
 
 from capture.events import Op, Table
-from pipeline.history import history_path
-from pipeline.materialize import TYPE_CHANGE, apply_batch, quarantine_path, read_table
-from pipeline.tables import table_path
-from pipeline.type_changes import is_widening, type_changes
+from pipeline.materialize import apply_batch, read_table
+from pipeline.tables import read_history, table_path
+from pipeline.type_changes import TYPE_CHANGE, is_widening, quarantine_path, type_changes
 from tests.pipeline.layout_changes import Source
 from tests.support.events import keyed_table
 
@@ -93,9 +92,10 @@ OTHER = keyed_table([("id", "int8", True), ("v", "text", False)], name="other")
 STORES = {
     "parquet": {"use_delta": False},
     "delta": {"use_delta": True, "history": True},
-    "iceberg": {"store": "iceberg"},
+    "iceberg": {"store": "iceberg", "history": True},
 }
-"""Each store as ``apply_batch``'s keywords (Delta with its history: both are widened)."""
+"""Each store as ``apply_batch``'s keywords (Delta and Iceberg with their history: both
+are widened)."""
 
 
 def rows(spark, root: str) -> dict[int, tuple]:
@@ -176,8 +176,8 @@ def test_a_widened_column_is_followed_and_a_narrowed_one_quarantined(
     assert "note string → int" in quarantined[0]["detail"]
 
     if kwargs.get("history"):
-        path = history_path(table_path(root, "public", "orders"))
-        history = spark.read.format("delta").load(path)
+        history = read_history(spark, table_path(root, "public", "orders"))
+        assert history is not None
         assert dict(history.dtypes)["n"] == "bigint"
         values = {(r["id"], r["n"]) for r in history.collect()}
         assert values == {(1, 2147483647), (2, 3000000000), (3, -3000000000)}
