@@ -135,11 +135,12 @@ SHOW_DESCRIPTION: Final = """\
 Print a table materialized by walcast spark materialize, one JSON object per
 row on standard output (timestamps in UTC): as it is now, or with
 --as-of-lsn / --as-of-time as the source had it then, read from the table's
-history (materialize --delta --history), or from a Delta table's versions
-(exact between two batches). A point before the table's first change or after
-its last one, inside one batch of a table without a history, a malformed LSN
-or time, or a Parquet or Iceberg table is one line naming what exists
-(exit 2)."""
+history (materialize --history, Delta Lake or Iceberg), or from a Delta
+table's versions (exact between two batches); or, with --schema-history, the
+table's layout changes at the source, each at the LSN of its first change. A
+point before the table's first change or after its last one, inside one batch
+of a table without a history, a malformed LSN or time, or a Parquet or Iceberg
+table without a history is one line naming what exists (exit 2)."""
 """What ``walcast spark show --help`` says."""
 
 SHOW_EXAMPLES: Final = (

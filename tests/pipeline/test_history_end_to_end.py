@@ -322,7 +322,7 @@ def test_history_on_parquet_is_refused_and_a_parquet_table_has_none(
         "--checkpoint", str(tmp_path / "c"), "--parquet", "--history", "--available-now",
     )  # fmt: skip
     assert done.returncode == 2
-    assert_one_line_error(done, "--history needs Delta Lake tables")
+    assert_one_line_error(done, "--history needs Delta Lake or Iceberg tables", "--store iceberg")
     done = sc.walcast(
         "spark", "materialize", "--input", run.changes, "--output", str(tmp_path / "p"),
         "--checkpoint", str(tmp_path / "c"), "--parquet", "--available-now", timeout=900,
