@@ -316,11 +316,6 @@ class SchemaHistory:
                 numbered.append(dataclasses.replace(e, shape=e.shape.numbered_from(before)))
             self.recorded[key] = numbered
 
-    def previous(self, key: TableKey, batch_id: int) -> LayoutShape | None:
-        """The table's last version recorded by a batch before ``batch_id`` (None: none)."""
-        earlier = [e for e in self.recorded.get(key, []) if e.batch_id < batch_id]
-        return earlier[-1].shape if earlier else None
-
     def record(
         self,
         spark: SparkSession,
@@ -344,8 +339,9 @@ class SchemaHistory:
                 continue
             if _overlapping(held):
                 held = _exact_spans(changes, key, {s.version for s in held})
-            previous = self.previous(key, batch_id)
             entries = [e for e in self.recorded.get(key, []) if e.batch_id < batch_id]
+            previous = entries[-1].shape if entries else None  # the version before the batch
+            index = 0
             for span in held:
                 shape = layouts[(key, span.version)]
                 if previous is not None and previous.version == shape.version:
@@ -356,7 +352,6 @@ class SchemaHistory:
                     if previous
                     else [("first_seen", None, None, None)]
                 )
-                index = len([e for e in entries if e.batch_id == batch_id])
                 for change, column, before, after in found:
                     rows.append((
                         *key, span.commit_lsn, span.commit_lsn_num, span.commit_time,
@@ -366,6 +361,7 @@ class SchemaHistory:
                     ))  # fmt: skip
                 entries.append(_Recorded(batch_id, index, compared))
                 previous = compared
+                index += 1
             self.recorded[key] = entries
         path = f"{schema_history_path(self.root)}/batch_id={batch_id}"
         if rows:
