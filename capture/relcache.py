@@ -21,11 +21,11 @@ Invariants:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
+from capture.catalog_numbers import message_numbers
 from capture.errors import BinaryTypeError, UnknownRelationError
 from capture.events import Column, Table
 from capture.lsn import format_lsn
@@ -164,16 +164,9 @@ class RelationCache:
         DEFAULT whose value for the rows stored before the catalog does not hold, gets one
         warning: those rows' values are in no change (a reload brings them).
 
-        The catalog is read when the message is decoded, possibly after later DDL, so a
-        number found by the column's name is given only where it must be that column's: a
-        column whose name is not there now, or has another type, gets none; and no column
-        gets one when the numbers found do not rise in the message's column order (the order
-        of ``attnum``: two names swapped since), or when a column of now that the message
-        does not name has a number below one found (it existed when the message was sent,
-        so the message named it otherwise: renamed since, its old name perhaps given to a
-        new column, which the name would find). Columns added since have numbers above all
-        of the message's. A table published with a column list (PostgreSQL 15+) may leave
-        columns out of the message: its columns then have no numbers either.
+        The catalog is read when the message is decoded, possibly after later DDL: the
+        numbers are :func:`capture.catalog_numbers.message_numbers`' (given only where they
+        must be the message's columns').
         """
         if self.column_resolver is None:
             return {}, {}
@@ -204,17 +197,7 @@ class RelationCache:
             and facts.type_oid == c.type_oid
             and (facts.missing is not None or not facts.has_default)
         }
-        numbers = {
-            c.name: facts.number
-            for c in message.columns
-            if (facts := found.get(c.name)) is not None and facts.type_oid == c.type_oid
-        }
-        rising = [numbers[c.name] for c in message.columns if c.name in numbers]
-        unnamed = [f.number for n, f in found.items() if n not in numbers]
-        if any(a >= b for a, b in itertools.pairwise(rising)) or (
-            rising and any(number < rising[-1] for number in unnamed)
-        ):
-            numbers = {}
+        numbers = message_numbers([(c.name, c.type_oid) for c in message.columns], found)
         return missing, numbers
 
     def _check_binary(self, message: Relation, lsn: int | None) -> None:

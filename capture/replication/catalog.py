@@ -74,28 +74,35 @@ class CatalogColumn:
     column without a DEFAULT, one added with a volatile DEFAULT (the table was rewritten
     with a value per row), a table rewritten since (``VACUUM FULL``, ``CLUSTER``,
     ``ALTER … TYPE``), or a DEFAULT set after the ADD."""
+    dropped: bool = False
+    """A dropped column (``attisdropped``): PostgreSQL keeps its number, under a name no
+    column can have (``........pg.dropped.N........``) and no type (``type_oid`` 0)."""
 
 
 def catalog_columns(conn: psycopg.Connection[Any], relation_id: int) -> dict[str, CatalogColumn]:
     """Column name → :class:`CatalogColumn`, for the table's columns of now.
 
-    Neither dropped nor generated columns (pgoutput sends no generated column before
-    PostgreSQL 18, and there only when asked).
+    The dropped ones too (under PostgreSQL's name for them, ``dropped`` set: their numbers
+    say what a number between two columns can be); no generated column (pgoutput sends none
+    before PostgreSQL 18, and there only when asked).
     """
     rows = conn.execute(
         "SELECT a.attname, a.attnum, a.atttypid::int8, "
-        "a.atthasdef OR a.attidentity <> '' OR t.typdefault IS NOT NULL, "
-        "CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END "
-        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-        "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''",
+        "NOT a.attisdropped "
+        "AND (a.atthasdef OR a.attidentity <> '' OR t.typdefault IS NOT NULL), "
+        "CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END, "
+        "a.attisdropped "
+        "FROM pg_attribute a LEFT JOIN pg_type t ON t.oid = a.atttypid "
+        "WHERE a.attrelid = %s AND a.attnum > 0 AND a.attgenerated = ''",
         (relation_id,),
     ).fetchall()
     return {
         str(name): CatalogColumn(
-            int(number), int(type_oid), bool(default), None if missing is None else str(missing)
+            int(number), int(type_oid), bool(default), None if missing is None else str(missing),
+            dropped=bool(dropped),
         )
-        for name, number, type_oid, default, missing in rows
-    }
+        for name, number, type_oid, default, missing, dropped in rows
+    }  # fmt: skip
 
 
 _TABLE_COLUMNS: Final = (

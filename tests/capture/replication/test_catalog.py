@@ -241,6 +241,45 @@ def test_catalog_columns_as_a_restricted_role_with_a_dba_s_session_defaults(
             assert found["amount"].number == 5
             assert "plain" not in found
             assert found["region"].number == 9  # 6 and 7: serial and lvl, dropped
+            # the dropped columns keep their numbers, under a name no column can have
+            dropped = {c.number: c for c in found.values() if c.dropped}
+            assert sorted(dropped) == [2, 6, 7]
+            assert all(c.type_oid == 0 for c in dropped.values())
+            assert not set(found) & {"serial", "lvl"}
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_a_relation_decoded_after_later_ddl_gets_the_numbers_the_catalog_can_tell(
+    pg_dsn: str, names: Names
+) -> None:
+    """A Relation message sent before a RENAME COLUMN and decoded after it (walcast behind
+    the WAL) gets the renamed column's number where the catalog of now says it must be
+    that column, and none where it could be another (:mod:`capture.catalog_numbers`)."""
+    from capture.pgoutput.messages import Relation, RelationColumn, ReplicaIdentity  # noqa: PLC0415
+    from capture.relcache import RelationCache  # noqa: PLC0415
+
+    table = f"{names.schema}.moving"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, a text, b bool, c text)")
+        oid = catalog.resolve_table(conn, table)
+        assert oid is not None
+        sent = Relation(None, oid, names.schema, "moving", ReplicaIdentity.DEFAULT, (
+            RelationColumn(1, "id", 23, -1), RelationColumn(0, "a", 25, -1),
+            RelationColumn(0, "b", 16, -1), RelationColumn(0, "c", 25, -1),
+        ))  # fmt: skip
+
+        def decoded() -> dict[str, int]:
+            cache = RelationCache(column_resolver=lambda o: catalog.catalog_columns(conn, o))
+            return dict(cache.apply_relation(sent).column_numbers)
+
+        conn.execute(f"ALTER TABLE {table} RENAME COLUMN b TO flag")
+        assert decoded() == {"id": 1, "a": 2, "b": 3, "c": 4}
+        conn.execute(f"ALTER TABLE {table} RENAME COLUMN c TO d")
+        assert decoded() == {"id": 1, "a": 2, "b": 3, "c": 4}
+        # b and c, the last two: flag, d or e (c dropped and e added since, say)
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN e text")
+        assert decoded() == {"id": 1, "a": 2}
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN a")  # flag may be a or b
+        assert decoded() == {"id": 1}
