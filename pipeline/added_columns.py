@@ -24,7 +24,7 @@ there, silently unlike the source. walcast's layout record names the value (a co
 
 The history (:func:`pipeline.history_store.apply_history`) gets the same: its stored versions are
 filled (a value only in the current versions), and so are the batch's changes, whose
-renamed columns keep their values under the old name too (:func:`renamed_images`).
+renamed columns keep their values under every name they had (:func:`under_every_name`).
 
 The same fill, with the same record, gives a renamed column the values the old name holds
 and a name used again by a new column that column's value
@@ -124,17 +124,11 @@ def _one_of(signature: Column, layouts: Sequence[Sequence[str]]) -> Column:
 
 
 def renamed_images(
-    changes: DataFrame,
-    renames: Sequence[tuple[list[str], dict[str, str | None]]],
-    *,
-    also: Mapping[str, Sequence[str]] | None = None,
+    changes: DataFrame, renames: Sequence[tuple[list[str], dict[str, str | None]]]
 ) -> DataFrame:
     """``changes`` with older layouts' images (and names) in the newest layout's names.
 
-    See :func:`pipeline.column_numbers.image_renames`. ``also`` (the history's:
-    :func:`pipeline.column_numbers.former_names`) names, per newest column, the other names
-    under which a renamed value is kept too: a version read as of a time before the rename
-    has the column under the name it had then.
+    See :func:`pipeline.column_numbers.image_renames`.
     """
     if not renames:
         return changes
@@ -148,21 +142,47 @@ def renamed_images(
             signature == F.array(*[F.lit(n) for n in names]).cast("array<string>")
         )
         renamed = {k: v for k, v in mapping.items() if v is not None}
-        copies = [
-            (old, other)
-            for old, new in renamed.items()
-            for other in (also or {}).get(new, ())
-        ]  # fmt: skip
-        dropped = sorted(set(mapping) | set(renamed.values()) | {c for _, c in copies})
+        dropped = sorted(set(mapping) | set(renamed.values()))
         for column in ("before", "after", "column_types"):
-            mapped[column] = F.when(
-                matches, _map_keys(F.col(column), renamed, dropped, copies)
-            ).otherwise(mapped[column])
+            mapped[column] = F.when(matches, _map_keys(F.col(column), renamed, dropped)).otherwise(
+                mapped[column]
+            )
         for column in ("unchanged_toast", "changed_columns"):
-            mapped[column] = F.when(
-                matches, _names(F.col(column), renamed, dropped, copies)
-            ).otherwise(mapped[column])
+            mapped[column] = F.when(matches, _names(F.col(column), renamed, dropped)).otherwise(
+                mapped[column]
+            )
     return changes.withColumns(mapped)
+
+
+def under_every_name(changes: DataFrame, groups: Sequence[Sequence[str]]) -> DataFrame:
+    """``changes`` whose images hold each column's value under every name of its group.
+
+    ``groups``: :func:`pipeline.column_numbers.names_per_column` (the history's). An image
+    that has one name of a group gets the value under the group's other names too (an
+    image never has two of them: one layout gives a column one name). A version read as
+    of a time before or after a rename then has the column under the name of then.
+    """
+    if not groups:
+        return changes
+    return changes.withColumns({i: _every_name(F.col(i), groups) for i in ("before", "after")})
+
+
+def _every_name(image: Column, groups: Sequence[Sequence[str]]) -> Column:
+    """``image`` with the entries a group's other names lack (:func:`under_every_name`)."""
+    entries = []
+    for group in groups:
+        has = {n: F.map_contains_key(image, F.lit(n)) for n in group}
+        value: Column = F.lit(None)
+        present: Column = F.lit(False)  # noqa: FBT003
+        for name in group:
+            value = F.when(has[name], F.element_at(image, F.lit(name))).otherwise(value)
+            present = present | has[name]
+        entries += [
+            F.when(present & ~has[n], F.struct(F.lit(n).alias("key"), value.alias("value")))
+            for n in group
+        ]
+    added = F.map_from_entries(F.filter(F.array(*entries), lambda e: e.isNotNull()))
+    return F.when(image.isNotNull(), F.map_concat(image, added))
 
 
 def _renamed(name: Column, renamed: Mapping[str, str]) -> Column:
@@ -172,57 +192,28 @@ def _renamed(name: Column, renamed: Mapping[str, str]) -> Column:
     return result
 
 
-def _map_keys(
-    image: Column,
-    renamed: Mapping[str, str],
-    dropped: Sequence[str],
-    copies: Sequence[tuple[str, str]],
-) -> Column:
+def _map_keys(image: Column, renamed: Mapping[str, str], dropped: Sequence[str]) -> Column:
     """The image without ``dropped`` keys, with each ``renamed`` key's value under its new name.
 
-    ``copies`` (old key, other name) put the old key's value under other names too, where
-    the image has the old key. No key comes twice: every name added is among ``dropped``.
+    No key comes twice: every name added is among ``dropped``.
     """
     old = list(renamed)
     rest = F.map_filter(image, lambda k, _: ~k.isin(*dropped)) if dropped else image
-    parts = [rest]
-    if old:
-        parts.append(
-            F.transform_keys(
-                F.map_filter(image, lambda k, _: k.isin(*old)), lambda k, _: _renamed(k, renamed)
-            )
-        )
-    if copies:
-        entries = [
-            F.when(
-                F.map_contains_key(image, F.lit(key)),
-                F.struct(F.lit(name).alias("key"), F.element_at(image, F.lit(key)).alias("value")),
-            )
-            for key, name in copies
-        ]
-        parts.append(F.map_from_entries(F.filter(F.array(*entries), lambda e: e.isNotNull())))
-    return F.map_concat(*parts) if len(parts) > 1 else rest
+    if not old:
+        return rest
+    moved = F.transform_keys(
+        F.map_filter(image, lambda k, _: k.isin(*old)), lambda k, _: _renamed(k, renamed)
+    )
+    return F.map_concat(rest, moved)
 
 
-def _names(
-    names: Column,
-    renamed: Mapping[str, str],
-    dropped: Sequence[str],
-    copies: Sequence[tuple[str, str]],
-) -> Column:
+def _names(names: Column, renamed: Mapping[str, str], dropped: Sequence[str]) -> Column:
     old = list(renamed)
     rest = F.filter(names, lambda n: ~n.isin(*dropped)) if dropped else names
-    parts = [rest]
-    if old:
-        parts.append(
-            F.transform(F.filter(names, lambda n: n.isin(*old)), lambda n: _renamed(n, renamed))
-        )
-    empty = F.array().cast("array<string>")
-    parts += [
-        F.when(F.array_contains(names, F.lit(key)), F.array(F.lit(name))).otherwise(empty)
-        for key, name in copies
-    ]
-    return F.concat(*parts) if len(parts) > 1 else rest
+    if not old:
+        return rest
+    moved = F.transform(F.filter(names, lambda n: n.isin(*old)), lambda n: _renamed(n, renamed))
+    return F.concat(rest, moved)
 
 
 def add_and_fill(
@@ -233,6 +224,7 @@ def add_and_fill(
     store: str,
     add: Callable[[], Any],
     values_where: Column | None = None,
+    also: Mapping[str, Fill] | None = None,
 ) -> Any:
     """Add the source's new columns to a table and give its stored rows their values.
 
@@ -247,9 +239,12 @@ def add_and_fill(
     raises :class:`~pipeline.type_changes.TypeChangeRefused` before anything is written.
     ``values_where`` limits the value fills (not the copies) to the rows it selects (the
     history's current versions: a closed version of a name used again held the old column).
+    ``also``: fills of the columns to add besides those (the history's: a column's other
+    names, :func:`pipeline.history_store.apply_history`); the newest layout's win.
     """
     stored = {n: t for n, t in stored.items() if n not in LINEAGE_NAMES and n != ROW_KEY}
     fills, numbers = planned_fills(spec, stored, recorded_numbers(properties), store)
+    fills = {**(also or {}), **fills}
     pending = properties.get(PENDING_FILL)
     todo = {**(_decoded(pending) if pending else {}), **fills}
     if fills:

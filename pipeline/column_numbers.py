@@ -31,7 +31,8 @@ those numbers, and this module turns them into
   (README, "What walcast guarantees"): this module imports no pyspark.
 
 Decisions: a column without a number (its layout was decoded after later DDL had renamed or
-retyped it: capture gives none then; or a layout from before walcast recorded numbers)
+retyped it, where the catalog cannot say which column it was:
+:mod:`capture.catalog_numbers`; or a layout from before walcast recorded numbers)
 is followed by its name, as before. A layout with the same column names as another but
 other numbers (two columns swapping names; a column dropped and added again under its name)
 cannot be told apart from it by a change's ``column_types``: its images are not mapped, so
@@ -187,22 +188,22 @@ def image_renames(layouts: Sequence[Layout]) -> list[tuple[list[str], dict[str, 
     return [(list(names), m) for names, m in found.items() if m]
 
 
-def former_names(layouts: Sequence[Layout]) -> dict[str, list[str]]:
-    """Each newest column → the other names its number had in older layouts (sorted).
+def names_per_column(layouts: Sequence[Layout]) -> list[list[str]]:
+    """Per column that had several names no other column ever had: those names (sorted).
 
-    Only names no other number ever had: the history keeps a renamed column's values under
-    them (:func:`pipeline.added_columns.renamed_images`), which a name used again by another
-    column must not get.
+    Every column of every layout, the newest's or not (one renamed and then dropped
+    counts too). The history keeps a column's value under each of them
+    (:func:`pipeline.added_columns.under_every_name`): a version read as of any time
+    finds it under the name of then, also when a rename came after the version opened.
+    A name another column had too (dropped, then used again) is left out: a version
+    cannot hold two columns' values under it.
     """
-    if not layouts:
-        return {}
     owners: dict[str, set[int]] = {}
     for layout in layouts:
         for name, number in numbers_of(layout).items():
             owners.setdefault(name, set()).add(number)
-    out: dict[str, list[str]] = {}
-    for name, number in numbers_of(layouts[-1]).items():
-        names = {n for n, owned in owners.items() if n != name and owned == {number}}
-        if names:
-            out[name] = sorted(names)
-    return out
+    names: dict[int, list[str]] = {}
+    for name, owned in sorted(owners.items()):
+        if len(owned) == 1:
+            names.setdefault(next(iter(owned)), []).append(name)
+    return [group for _, group in sorted(names.items()) if len(group) > 1]

@@ -27,7 +27,9 @@ Invariants:
   the state table first, then the history, so a crash between the two applies the
   history alone on the next run.
 * **Schema.** Columns the history lacks are added and filled like the state table's
-  (:func:`pipeline.added_columns.add_and_fill`, the fills limited to current versions);
+  (:func:`pipeline.added_columns.add_and_fill`, the value fills limited to current
+  versions), and a column's other names from the names it is stored under
+  (:func:`other_names`);
   a widening the store follows changes the column in place (Delta type widening,
   Iceberg type promotion); any other type change refuses the batch before the state
   table is written (:func:`check_history_types`). Iceberg stores ``int2`` as ``int``,
@@ -40,13 +42,14 @@ Invariants:
 # (PySpark idiom: `functions as F`)
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipeline.added_columns import add_and_fill
+from pipeline.column_numbers import Fill, names_per_column
 from pipeline.conflicts import retry_conflicts
 from pipeline.history import (
     IS_CURRENT,
@@ -197,11 +200,29 @@ def _prepared(
     fills limited to current versions (a closed version of a name used again held the old
     column).
     """
-    own = {n for n, _ in history_fields(spec)} - set(spec.names)
+    names = {n for n, _ in history_fields(spec)}
+    own = names - set(spec.names)
     source = {n: t for n, t in stored.items() if n not in own}
     return add_and_fill(
-        spec, source, properties, store=store, add=add, values_where=F.col(IS_CURRENT)
-    )
+        spec, source, properties, store=store, add=add, values_where=F.col(IS_CURRENT),
+        also=other_names(spec, source, names),
+    )  # fmt: skip
+
+
+def other_names(spec: TableSpec, stored: Mapping[str, str], names: set[str]) -> dict[str, Fill]:
+    """The history's columns to add that are another name of a stored column: copied from it.
+
+    A column's names (:func:`pipeline.column_numbers.names_per_column`) hold the same
+    value in every version (:func:`pipeline.added_columns.under_every_name` for the
+    batch's changes); a name the history gets later (a rename, its column dropped since,
+    so not the newest layout's) gets the stored versions' values too, in every version.
+    """
+    fills: dict[str, Fill] = {}
+    for group in names_per_column(spec.layouts):
+        held = [n for n in group if n in stored]
+        if held:
+            fills |= {n: ("from", held[0]) for n in group if n in names and n not in stored}
+    return fills
 
 
 def _added_columns(spec: TableSpec, stored: dict[str, str]) -> str:

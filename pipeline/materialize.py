@@ -61,9 +61,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 from capture.errors import ConfigError, WalcastError
 from capture.state.identity import SourceIdentity
 from pipeline import preflight
-from pipeline.added_columns import fill_images, renamed_images
+from pipeline.added_columns import fill_images, renamed_images, under_every_name
 from pipeline.batch_tables import count_tables
-from pipeline.column_numbers import former_names, image_renames
+from pipeline.column_numbers import image_renames, names_per_column
 from pipeline.delta_versions import BatchRange
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
@@ -293,12 +293,16 @@ def apply_batch(
         defaults = added.get((source, schema, table), {})
         kept = history and apply_history(
             spark, path, history_spec,
-            renamed_images(
-                fill_images(
-                    part, [(c, value) for c, (value, _) in defaults.items()], keyless=False,
-                    before={c: layouts for c, (_, layouts) in defaults.items()},
+            under_every_name(
+                renamed_images(
+                    fill_images(
+                        part, [(c, value) for c, (value, _) in defaults.items()],
+                        keyless=False,
+                        before={c: layouts for c, (_, layouts) in defaults.items()},
+                    ),
+                    renames,
                 ),
-                renames, also=former_names(spec.layouts),
+                names_per_column(spec.layouts),
             ),
             batch_id, f"{app_id}:{path}", order, history_columns, label=label,
             iceberg=history_name,

@@ -11,8 +11,8 @@ import json
 
 from pipeline.column_numbers import (
     COLUMN_NUMBERS,
-    former_names,
     image_renames,
+    names_per_column,
     record_numbers,
     stored_fills,
     stored_numbers,
@@ -107,13 +107,15 @@ def test_the_recorded_numbers_leave_a_renamed_away_column_without_one() -> None:
 
 
 def test_the_history_keeps_a_value_under_every_name_only_its_column_had() -> None:
-    # updated (3) renamed to r1, then to r3; v (2) renamed to label and v used again (4)
+    # updated (3) renamed to r1, then to r3; v (2) renamed to label and v used again (4);
+    # active (5) renamed to r2, back to active, then dropped (no longer in the newest)
     layouts = [
-        (("id", 1), ("v", 2), ("updated", 3)),
-        (("id", 1), ("v", 2), ("r1", 3)),
+        (("id", 1), ("v", 2), ("updated", 3), ("active", 5)),
+        (("id", 1), ("v", 2), ("r1", 3), ("r2", 5)),
+        (("id", 1), ("v", 2), ("r1", 3), ("active", 5)),
         (("id", 1), ("label", 2), ("r3", 3), ("v", 4)),
     ]
-    assert former_names(layouts) == {"r3": ["r1", "updated"]}
+    assert names_per_column(layouts) == [["r1", "r3", "updated"], ["active", "r2"]]
 
 
 def test_a_rename_and_an_add_in_one_transaction_are_one_layout_and_both_followed() -> None:
