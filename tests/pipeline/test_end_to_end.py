@@ -409,10 +409,12 @@ def test_materialized_tables_equal_the_source(
     _materialize_and_compare(case, published, normalized(case), spark, kafka_bootstrap, tmp_path)
 
 
-ICEBERG_CASES = ("json", "debezium")
+ICEBERG_CASES = ("json", "debezium", "canal", "dts-avro")
 """The formats also materialized into Apache Iceberg tables (the store, not the format, is
-what that test checks: walcast's own format, and the one whose key changes come in halves).
-The json case keeps the histories too (``--history``), read back as of their last change."""
+what that test checks, on the normalized changes the Delta test of the case made: walcast's
+own format, the one whose key changes come in halves, and the two whose types come from the
+layouts, as canal's strings or Avro's unions). The json case keeps the histories too
+(``--history``), read back as of their last change."""
 
 
 @pytest.mark.parametrize("case", ICEBERG_CASES)
