@@ -207,3 +207,9 @@ def names_per_column(layouts: Sequence[Layout]) -> list[list[str]]:
         if len(owned) == 1:
             names.setdefault(next(iter(owned)), []).append(name)
     return [group for _, group in sorted(names.items()) if len(group) > 1]
+
+
+def every_name(groups: Sequence[Sequence[str]], names: Sequence[str]) -> list[str]:
+    """``names`` and every other name their columns had (``groups``: :func:`names_per_column`)."""
+    have = set(names)
+    return [*names, *(n for g in groups if have & set(g) for n in g if n not in have)]

@@ -63,7 +63,7 @@ from capture.state.identity import SourceIdentity
 from pipeline import preflight
 from pipeline.added_columns import fill_images, renamed_images, under_every_name
 from pipeline.batch_tables import count_tables
-from pipeline.column_numbers import image_renames, names_per_column
+from pipeline.column_numbers import every_name, image_renames, names_per_column
 from pipeline.delta_versions import BatchRange
 from pipeline.errors import run_job
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset
@@ -241,12 +241,14 @@ def apply_batch(
             if layout is not None
             else spec_from_changes(part, schema, table, typed=typed)
         )
-        # the history keeps what the batch's changes from before a DROP COLUMN sent; the
+        # the history keeps what the batch's changes from before a DROP COLUMN sent, and
+        # every name those columns had (a read as of any time finds the name of then); the
         # state table has the source's columns as the newest layout says
+        name_groups = names_per_column(spec.layouts)
         history_spec = (
             with_retired(
-                spec, sent[(source, schema, table)], earlier[(source, schema, table)],
-                typed=typed,
+                spec, every_name(name_groups, [*spec.names, *sent[(source, schema, table)]]),
+                earlier[(source, schema, table)], typed=typed,
             )
             if layout is not None
             else spec
@@ -302,7 +304,7 @@ def apply_batch(
                     ),
                     renames,
                 ),
-                names_per_column(spec.layouts),
+                name_groups,
             ),
             batch_id, f"{app_id}:{path}", order, history_columns, label=label,
             iceberg=history_name,
@@ -324,7 +326,9 @@ def with_retired(
 ) -> TableSpec:
     """``spec`` (the table's newest layout) plus the columns it lacks that changes sent.
 
-    Those were dropped (or renamed) at the source after the changes that sent them; they
+    (Materialize passes, with the names sent, every other name their columns had:
+    :func:`pipeline.column_numbers.every_name`.) Those were dropped (or renamed) at the
+    source after the changes that sent them; they
     are typed as the older layouts had them (text when none did) and marked retired (never
     required of a change). Without them, a batch that spans the DROP would lose their
     values: a history read as of a point before it would have no such column. The

@@ -11,6 +11,7 @@ import json
 
 from pipeline.column_numbers import (
     COLUMN_NUMBERS,
+    every_name,
     image_renames,
     names_per_column,
     record_numbers,
@@ -116,6 +117,10 @@ def test_the_history_keeps_a_value_under_every_name_only_its_column_had() -> Non
         (("id", 1), ("label", 2), ("r3", 3), ("v", 4)),
     ]
     assert names_per_column(layouts) == [["r1", "r3", "updated"], ["active", "r2"]]
+    # the history's columns: the names a batch has, and every other name of their columns
+    groups = names_per_column(layouts)
+    assert every_name(groups, ["id", "r3", "label"]) == ["id", "r3", "label", "r1", "updated"]
+    assert every_name(groups, ["id", "r2"]) == ["id", "r2", "active"]
 
 
 def test_a_rename_and_an_add_in_one_transaction_are_one_layout_and_both_followed() -> None:

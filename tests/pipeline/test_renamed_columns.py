@@ -135,6 +135,9 @@ def flags(*columns: tuple[str, str, bool, int]) -> Table:
 FLAGS_ID = 9_700_203
 FLAGS = numbered(flags(ID, FLAG, COUNT), {"id": 1, "flag": 2, "n": 3})
 FLAG_AS_R2 = numbered(flags(ID, R2, COUNT), {"id": 1, "r2": 2, "n": 3})  # RENAME flag TO r2
+FLAG_AS_R3 = numbered(  # RENAME r2 TO r3, with no change under it
+    flags(ID, ("r3", "text", False, -1), COUNT), {"id": 1, "r3": 2, "n": 3}
+)
 FLAG_DROPPED = numbered(flags(ID, COUNT), {"id": 1, "n": 3})  # (renamed back) DROP flag
 
 
@@ -144,7 +147,7 @@ def test_a_history_read_as_of_any_moment_finds_a_column_under_its_name_of_then(
     spark, tmp_path, store: str
 ) -> None:
     # The soak's seed 618798201: one batch renamed a column, updated a row, renamed it
-    # back and later dropped it. Read as of a moment after the rename back, the row
+    # (twice) back and later dropped it. Read as of a moment after the rename back, the row
     # updated under the other name held the value of before under the old name.
     tables = Materialized(spark, str(tmp_path / "state"), store, history=True)
     apply, rows, source = tables.apply, tables.rows, tables.source
@@ -155,7 +158,7 @@ def test_a_history_read_as_of_any_moment_finds_a_column_under_its_name_of_then(
         (FLAGS, Op.INSERT, {"id": "2", "flag": "t", "n": "2"}),
     )
     loaded = source.lsn
-    source.publish(FLAG_AS_R2, FLAGS, FLAG_DROPPED)
+    source.publish(FLAG_AS_R2, FLAG_AS_R3, FLAGS, FLAG_DROPPED)
     apply(
         1,
         (FLAG_AS_R2, Op.UPDATE, {"id": "1", "r2": "f", "n": "1"}),  # loaded + 0x1000
@@ -165,6 +168,8 @@ def test_a_history_read_as_of_any_moment_finds_a_column_under_its_name_of_then(
     assert rows("flags", "id", "flag", as_of_lsn=loaded) == [(1, "t"), (2, "t")]
     # named r2 then: row 2's version is from the batch before the rename
     assert rows("flags", "id", "r2", as_of_lsn=loaded + 0x1000) == [(1, "f"), (2, "t")]
+    # then named r3, a name no change was written under: the history has it too
+    assert rows("flags", "id", "r3", as_of_lsn=loaded + 0x1000) == [(1, "f"), (2, "t")]
     # named flag again: row 1's version was written under r2
     assert rows("flags", "id", "flag", as_of_lsn=loaded + 0x2000) == [(1, "f"), (2, "x")]
     assert rows("flags", "id", "n") == [(1, 1), (2, 4)]
