@@ -22,6 +22,10 @@ the message's column:
   was sent, so the message named it otherwise (renamed since, its old name perhaps given
   to a new column, which the name would find).
 
+A table published with a column list (PostgreSQL 15+) may leave columns out of the
+message: such a column counts among those between two found (so no number is given
+there), and one below a number given leaves no column a number, as before.
+
 A column without a number is followed by its name downstream
 (:mod:`pipeline.column_numbers`). The limit the rules leave: a column dropped and added
 again under its name with its type after the message was sent is found by its name, with

@@ -19,17 +19,13 @@ def dropped(number: int) -> CatalogColumn:
     return CatalogColumn(number, 0, False, None, dropped=True)
 
 
-def numbers(columns: list[tuple[str, int]], **catalog: CatalogColumn) -> dict[str, int]:
-    return message_numbers(columns, catalog)
-
-
 MESSAGE = [("id", INT4), ("note", TEXT), ("active", BOOL), ("region", TEXT)]
 """Columns 1 to 4, as the message names them."""
 
 
 def test_every_column_found_by_name() -> None:
-    found = numbers(MESSAGE, id=live(1, INT4), note=live(2), active=live(3, BOOL), region=live(4))
-    assert found == {"id": 1, "note": 2, "active": 3, "region": 4}
+    catalog = {"id": live(1, INT4), "note": live(2), "active": live(3, BOOL), "region": live(4)}
+    assert message_numbers(MESSAGE, catalog) == {"id": 1, "note": 2, "active": 3, "region": 4}
 
 
 def test_columns_renamed_since_between_two_found_take_the_numbers_between() -> None:
@@ -59,8 +55,7 @@ def test_no_number_between_two_columns_when_the_catalog_cannot_say_which() -> No
     # existed when the message was sent under a name it does not find
     catalog = {"id": live(1, INT4), "......": dropped(2), "memo": live(3), "active": live(4, BOOL),
                "region": live(5)}  # fmt: skip
-    assert numbers([("id", INT4), ("note", TEXT), ("active", BOOL), ("region", TEXT)],
-                   **catalog) == {}  # fmt: skip
+    assert message_numbers(MESSAGE, catalog) == {}
     # another type between them than the message's: not the message's column
     retyped = {"id": live(1, INT4), "memo": live(2, INT4), "active": live(3, BOOL),
                "region": live(4)}  # fmt: skip
