@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from pipeline.formats.base import Parser
+from pipeline.local_frames import local_empty
 from pipeline.model import CHANGE, MESSAGE
 
 PENDING = {
@@ -196,19 +197,6 @@ def summary(positions: DataFrame, parser: Parser, flagged: Column | None) -> Sum
     )
 
 
-def local_empty(spark: SparkSession, schema: StructType) -> DataFrame:
-    """An empty DataFrame of ``schema``, made in the JVM.
-
-    PySpark's ``createDataFrame`` makes a Python RDD, which needs Python workers to be
-    read (see :func:`summary`).
-    """
-    jspark = spark._jsparkSession  # noqa: SLF001 - py4j: Spark's own local relation
-    jvm = spark._jvm  # noqa: SLF001
-    assert jvm is not None
-    jdf = jspark.createDataFrame(jvm.java.util.ArrayList(), jspark.parseDataType(schema.json()))
-    return DataFrame(jdf, spark)
-
-
 __all__ = [
     "PART",
     "PENDING",
@@ -216,7 +204,6 @@ __all__ = [
     "STATE",
     "Summary",
     "empty_state",
-    "local_empty",
     "pseudo_messages",
     "summary",
 ]

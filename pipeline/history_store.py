@@ -68,6 +68,7 @@ from pipeline.iceberg_store import (
     last_commit,
     widen_iceberg,
 )
+from pipeline.local_frames import local_empty
 from pipeline.model import LOG_ORDER
 from pipeline.tables import TableProperties, history_path, quote_identifier
 from pipeline.type_changes import TypeChangeRefused, stored_types, type_changes, widen_delta
@@ -84,7 +85,7 @@ PARQUET_REFUSAL = (
 
 def empty_history(spark: SparkSession, spec: TableSpec) -> DataFrame:
     """An empty DataFrame with the history table's schema."""
-    return spark.createDataFrame([], ", ".join(f"`{n}` {t}" for n, t in history_fields(spec)))
+    return local_empty(spark, ", ".join(f"`{n}` {t}" for n, t in history_fields(spec)))
 
 
 def check_history_types(

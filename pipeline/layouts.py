@@ -56,6 +56,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from capture.schema_files import require_schema
+from pipeline.local_frames import local_empty
 from pipeline.schemas import to_spark_type
 
 DEFAULT_LAYOUT_TOPIC = "walcast.schemas"
@@ -136,7 +137,7 @@ def read_layouts(
     Empty when ``topic`` does not exist (it is never created);
     :class:`~pipeline.errors.KafkaUnavailableError` when no broker answers in ``timeout`` s.
     """
-    empty = spark.createDataFrame([], _empty_schema(spark))
+    empty = local_empty(spark, _empty_schema(spark))
     if not topic:
         return empty
     from pipeline.kafka import topic_exists  # noqa: PLC0415 - avoids an import cycle
@@ -159,7 +160,7 @@ def read_layouts(
 
 
 def _empty_schema(spark: SparkSession) -> StructType:
-    probe = spark.createDataFrame([], "offset long, timestamp timestamp, value binary")
+    probe = local_empty(spark, "offset long, timestamp timestamp, value binary")
     return parse_layouts(probe).schema
 
 

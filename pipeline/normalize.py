@@ -55,6 +55,7 @@ from pipeline.errors import WrongFormatError, run_job
 from pipeline.formats import parser_for
 from pipeline.formats.base import ERR_MALFORMED, Parser
 from pipeline.layouts import layout_topic_name, read_layouts, warn_sourceless
+from pipeline.local_frames import local_empty
 from pipeline.model import PARTITION_COLUMNS
 from pipeline.quarantine import QUARANTINE
 from pipeline.sinks import ExactlyOnceParquet
@@ -266,7 +267,7 @@ class NormalizeJob:
                 # (the sink's log needs every batch id).
                 quarantine_sink.add_batch(
                     batch_id,
-                    result.quarantine if reasons else sequencing.local_empty(spark, QUARANTINE),
+                    result.quarantine if reasons else local_empty(spark, QUARANTINE),
                 )
                 store.save(batch_id, result.state)
                 result.release()

@@ -72,6 +72,7 @@ from pyspark.sql import functions as F
 
 from pipeline.batch_tables import LayoutSpan, TableCounts, TableKey, _ordered
 from pipeline.errors import AsOfError
+from pipeline.local_frames import local_rows
 from pipeline.model import LOG_ORDER
 from pipeline.tables import hadoop_fs
 
@@ -365,7 +366,7 @@ class SchemaHistory:
             self.recorded[key] = entries
         path = f"{schema_history_path(self.root)}/batch_id={batch_id}"
         if rows:
-            spark.createDataFrame(rows, SCHEMA).coalesce(1).write.mode("overwrite").parquet(path)
+            local_rows(spark, rows, SCHEMA).coalesce(1).write.mode("overwrite").parquet(path)
         else:  # a run of this batch before may have seen other layouts: its rows go
             jvm, fs = hadoop_fs(spark, path)
             fs.delete(jvm.org.apache.hadoop.fs.Path(path), True)  # noqa: FBT003 - Java API

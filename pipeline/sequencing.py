@@ -57,7 +57,7 @@ from pipeline import pgtext
 from pipeline._sequencing_state import PART as _PART
 from pipeline._sequencing_state import PENDING as _PENDING
 from pipeline._sequencing_state import SEQ as _SEQ
-from pipeline._sequencing_state import STATE, empty_state, local_empty, pseudo_messages, summary
+from pipeline._sequencing_state import STATE, empty_state, pseudo_messages, summary
 from pipeline.formats.base import ERR_ORPHAN, ERR_REPLAY, Parser, changed_between
 from pipeline.model import CHANGE, NORMALIZED
 
@@ -448,7 +448,6 @@ __all__ = [
     "Sequenced",
     "empty_state",
     "explode_changes",
-    "local_empty",
     "outputs",
     "sequence",
     "tally",

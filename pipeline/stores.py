@@ -61,6 +61,7 @@ from pipeline.conflicts import retry_conflicts
 from pipeline.delta_versions import USER_METADATA, BatchRange, commit_metadata
 from pipeline.fold import ROW_KEY, fold_by_key, fold_multiset, rekeyed, without_truncated
 from pipeline.lineage import LINEAGE_COLUMNS, LINEAGE_NAMES, multiset_lineage, with_lineage
+from pipeline.local_frames import local_empty
 from pipeline.model import LOG_ORDER
 from pipeline.partitioning import (
     PartitionField,
@@ -156,7 +157,7 @@ def empty_table(spark: SparkSession, spec: TableSpec) -> DataFrame:
         fields.append(f"`{ROW_KEY}` string")
     # A batch may know no column of a table yet (e.g. only its TRUNCATE): the table then
     # starts with the row-key column alone.
-    return spark.createDataFrame([], ", ".join(fields))
+    return local_empty(spark, ", ".join(fields))
 
 
 # ------------------------------------------------------------------ Parquet

@@ -111,9 +111,11 @@ def records(
     spark, values: Sequence[tuple[bytes | None, bytes]], topic: str = "t", partition: int = 0
 ):
     """A DataFrame shaped like Kafka source rows, offsets 0.. in order."""
+    from pipeline.local_frames import local_rows  # noqa: PLC0415
+
     when = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
     rows = [(k, v, topic, partition, i, when) for i, (k, v) in enumerate(values)]
-    return spark.createDataFrame(rows, RECORD_SCHEMA)
+    return local_rows(spark, rows, RECORD_SCHEMA)
 
 
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
@@ -123,6 +125,7 @@ def walcast_records(spark, messages: Sequence, topic: str = "t", partition: int 
     """Kafka source rows of encoded messages, with the Kafka headers walcast writes
     (``walcast.commit_lsn``, ``walcast.xid``, ``walcast.ordinal``), read as the jobs do."""
     from pipeline.kafka import with_walcast_headers  # noqa: PLC0415
+    from pipeline.local_frames import local_rows  # noqa: PLC0415
 
     when = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
     rows = [
@@ -130,7 +133,7 @@ def walcast_records(spark, messages: Sequence, topic: str = "t", partition: int 
         for i, m in enumerate(messages)
     ]
     return with_walcast_headers(
-        spark.createDataFrame(rows, f"{RECORD_SCHEMA}, headers {HEADERS_TYPE}")
+        local_rows(spark, rows, f"{RECORD_SCHEMA}, headers {HEADERS_TYPE}")
     ).drop("headers")
 
 

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F  # noqa: N812
 import pipeline.added_columns
 from capture.events import Op
 from pipeline.fold import rekeyed, row_key
+from pipeline.local_frames import local_rows
 from pipeline.materialize import ROW_KEY
 from pipeline.row_keys import ROW_KEY_COLUMNS
 from pipeline.tables import table_path
@@ -85,8 +86,8 @@ EVENTS_DROPPED = dataclasses.replace(
 
 
 def test_a_row_key_ignores_nulls_and_columns_the_table_no_longer_has(spark) -> None:
-    frame = spark.createDataFrame(
-        [({"n": "1", "at": "a", "c": None, "note": "x"},)], "image map<string,string>"
+    frame = local_rows(
+        spark, [({"n": "1", "at": "a", "c": None, "note": "x"},)], "image map<string,string>"
     )
     old = F.lit('{"at":"a","c":null,"n":"1","note":"x"}')  # walcast 0.1's key of that row
     keys = frame.select(

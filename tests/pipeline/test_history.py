@@ -24,6 +24,7 @@ from pipeline.history import IS_CURRENT, VALID_FROM_LSN, VALID_TO_LSN, HistoryOr
 from pipeline.history_store import apply_history
 from pipeline.iceberg_store import APP_ID, BATCH_ID, catalog_for, table_name
 from pipeline.lineage import COMMIT_LSN, COMMIT_TIME, OP
+from pipeline.local_frames import local_rows
 from pipeline.materialize import apply_batch, read_table
 from pipeline.model import KAFKA_ORDER, LOG_ORDER
 from pipeline.stores import TableSpec, table_path
@@ -318,7 +319,7 @@ def layout_records(spark, *layouts: tuple[str, ...]):
             "field_count": 12 + 2 * len(names), "columns": columns,
         }  # fmt: skip
         records.append((json.dumps(record), offset, dt.datetime(2024, 1, 1)))  # noqa: DTZ001
-    frame = spark.createDataFrame(records, "value string, offset long, timestamp timestamp")
+    frame = local_rows(spark, records, "value string, offset long, timestamp timestamp")
     return parse_layouts(frame)
 
 

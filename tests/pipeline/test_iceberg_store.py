@@ -29,6 +29,7 @@ from pipeline.iceberg_store import (
     table_name,
 )
 from pipeline.lineage import LINEAGE_NAMES
+from pipeline.local_frames import local_rows
 from pipeline.materialize import ROW_KEY, apply_batch, read_table
 from pipeline.model import NORMALIZED
 from pipeline.stores import table_path
@@ -84,9 +85,9 @@ class Events:
         return self._add("truncate", None, None)
 
     def frame(self, spark):
-        full = [{f.name: row.get(f.name) for f in NORMALIZED.fields} for row in self.rows]
+        full = [tuple(row.get(f.name) for f in NORMALIZED.fields) for row in self.rows]
         self.rows = []
-        return spark.createDataFrame(full, NORMALIZED)
+        return local_rows(spark, full, NORMALIZED)
 
 
 def rows(spark, root: str) -> Counter:

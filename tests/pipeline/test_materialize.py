@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from pipeline.local_frames import local_rows
 from pipeline.materialize import apply_batch, read_table
 from pipeline.model import NORMALIZED
 
@@ -84,9 +85,9 @@ class Changes:
         return self
 
     def frame(self, spark):
-        full = [{f.name: row.get(f.name) for f in NORMALIZED.fields} for row in self.rows]
+        full = [tuple(row.get(f.name) for f in NORMALIZED.fields) for row in self.rows]
         self.rows = []
-        return spark.createDataFrame(full, NORMALIZED)
+        return local_rows(spark, full, NORMALIZED)
 
 
 STORES = {

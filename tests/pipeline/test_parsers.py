@@ -16,6 +16,7 @@ from capture.synthetic import build_tables, table_specs
 from pipeline import sequencing
 from pipeline.formats import FORMAT_NAMES, parser_for
 from pipeline.layouts import parse_layouts
+from pipeline.local_frames import local_rows
 from pipeline.normalize import normalize_frame
 from tests.pipeline import expected
 from tests.pipeline.conftest import encoded, layouts, records, walcast_records
@@ -494,7 +495,7 @@ def test_sequencing_state_carries_across_batches(spark, monkeypatch, join: str) 
             reasons = [r["reason"] for r in result.quarantine.select("reason").collect()]
             assert set(reasons) <= {"replay"}, fmt
             replays += len(reasons)
-            state = spark.createDataFrame(result.state.collect(), result.state.schema)
+            state = local_rows(spark, result.state.collect(), result.state.schema)
             result.release()
         want = {(e.commit_lsn, e.ordinal) for e in expected.changes(80, seed=5)}
         assert {(s["commit_lsn_num"], s["ordinal"]) for s in seen} == want, fmt

@@ -22,8 +22,9 @@ def test_timestamp_text_is_exact_for_every_year(spark, epoch_us: int, expected: 
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     from pipeline import pgtext  # noqa: PLC0415
+    from pipeline.local_frames import local_rows  # noqa: PLC0415
 
-    df = spark.createDataFrame([(epoch_us,)], "us long")
+    df = local_rows(spark, [(epoch_us,)], "us long")
     (row,) = df.select(pgtext.timestamp_text(F.col("us"), with_zone=True).alias("t")).collect()
     assert row.t == expected
 
@@ -43,7 +44,8 @@ def test_timestamptz_with_offset(spark, text: str, expected: str) -> None:
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     from pipeline import pgtext  # noqa: PLC0415
+    from pipeline.local_frames import local_rows  # noqa: PLC0415
 
-    df = spark.createDataFrame([(text,)], "t string")
+    df = local_rows(spark, [(text,)], "t string")
     (row,) = df.select(pgtext.timestamptz_with_offset(F.col("t")).alias("t")).collect()
     assert row.t == expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.formats import parser_for
+from pipeline.local_frames import local_rows
 from pipeline.normalize import normalize_frame
 from pipeline.sequencing import WRITTEN
 from tests.pipeline.conftest import encoded, layouts, records
@@ -30,7 +31,7 @@ def test_a_pending_before_half_whose_after_never_comes_is_quarantined(spark) -> 
     first = _batch(spark, parser, messages[: cut + 1], 0, None)
     assert first.quarantine.count() == 0
     written_first = first.changes.count()
-    state = spark.createDataFrame(first.state.collect(), first.state.schema)
+    state = local_rows(spark, first.state.collect(), first.state.schema)
     assert [r["pending_offset"] for r in state.collect()] == [cut]
     first.release()
 

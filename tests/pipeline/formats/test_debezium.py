@@ -160,6 +160,7 @@ def _parse_with_headers(spark, values: list[tuple[bytes | None, Any, str | None,
 
     from pipeline.formats import parser_for  # noqa: PLC0415
     from pipeline.kafka import with_walcast_headers  # noqa: PLC0415
+    from pipeline.local_frames import local_rows  # noqa: PLC0415
     from tests.pipeline.conftest import RECORD_SCHEMA  # noqa: PLC0415
 
     when = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
@@ -167,9 +168,7 @@ def _parse_with_headers(spark, values: list[tuple[bytes | None, Any, str | None,
         (k, None if v is None else json.dumps(v).encode(), "t", 0, i, when, old, new)
         for i, (k, v, old, new) in enumerate(values)
     ]
-    frame = spark.createDataFrame(
-        rows, f"{RECORD_SCHEMA}, header_oldkey string, header_newkey string"
-    )
+    frame = local_rows(spark, rows, f"{RECORD_SCHEMA}, header_oldkey string, header_newkey string")
     parsed = parser_for("debezium").parse(with_walcast_headers(frame), _empty_layouts(spark))
     return parsed.orderBy("kafka_offset").collect()
 

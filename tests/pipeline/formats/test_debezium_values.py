@@ -42,10 +42,11 @@ def _decode_many(spark, cases: list[tuple[str | None, dict[str, str | None]]]) -
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     from pipeline.formats.debezium.decode_values import KIND, value_text  # noqa: PLC0415
+    from pipeline.local_frames import local_rows  # noqa: PLC0415
 
     rows = [(i, v, *[kind.get(f) for f in FIELDS]) for i, (v, kind) in enumerate(cases)]
     schema = "i int, v string, " + ", ".join(f"{f} string" for f in FIELDS)
-    frame = spark.createDataFrame(rows, schema)
+    frame = local_rows(spark, rows, schema)
     k = F.struct(*[F.col(f) for f in FIELDS]).cast(KIND)
     out = frame.select("i", value_text(F.col("v"), k).alias("t")).orderBy("i").collect()
     return [r["t"] for r in out]
