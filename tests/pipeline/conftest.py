@@ -83,30 +83,15 @@ def spark() -> Iterator[object]:
             # The JIT's both tiers (these flags come after tests/conftest.py's
             # SPARK_SUBMIT_OPTS, and win): with the first only, about the same driver CPU
             # (190 s against 196 s on test_parsers.py) took 263 s instead of 234 s
-            # (2026-12-03). The second tier (C2) compiles a method after 10 times the
-            # JDK's counts: its compiler threads were 27% of the machine's busy samples
-            # (`perf`) in four of test_end_to_end.py's cases, which then used 167 s of CPU
-            # instead of 189 s, at the same wall time (test_parsers.py: 175 s against 179 s;
-            # 2026-12-05, idle machine). WALCAST_TEST_SPARK_JAVA_OPTIONS replaces them, e.g.
-            # to record a profile (-XX:StartFlightRecording=filename=...).
+            # (2026-12-03). WALCAST_TEST_SPARK_JAVA_OPTIONS replaces them, e.g. to record a
+            # profile (-XX:StartFlightRecording=filename=...).
             driver_java_options=os.environ.get(
-                "WALCAST_TEST_SPARK_JAVA_OPTIONS", " ".join(DRIVER_JAVA_OPTIONS)
+                "WALCAST_TEST_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=4 -XX:+UseSerialGC"
             ),
         )
     )
     yield session
     session.stop()
-
-
-DRIVER_JAVA_OPTIONS = (
-    "-XX:TieredStopAtLevel=4",
-    "-XX:+UseSerialGC",
-    "-XX:Tier4InvocationThreshold=50000",
-    "-XX:Tier4MinInvocationThreshold=15000",
-    "-XX:Tier4CompileThreshold=150000",
-    "-XX:Tier4BackEdgeThreshold=400000",
-)
-"""The test session's driver JVM flags (see the ``spark`` fixture)."""
 
 
 RECORD_SCHEMA = (
