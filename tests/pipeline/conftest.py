@@ -84,7 +84,9 @@ def spark() -> Iterator[object]:
             # SPARK_SUBMIT_OPTS, and win): with the first only, about the same driver CPU
             # (190 s against 196 s on test_parsers.py) took 263 s instead of 234 s
             # (2026-12-03). WALCAST_TEST_SPARK_JAVA_OPTIONS replaces them, e.g. to record a
-            # profile (-XX:StartFlightRecording=filename=...).
+            # profile (-XX:StartFlightRecording=filename=...); `make test-integration` sets
+            # it to compile with C2 later, which saves CPU when both cores are busy (the
+            # Makefile says how much).
             driver_java_options=os.environ.get(
                 "WALCAST_TEST_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=4 -XX:+UseSerialGC"
             ),
