@@ -328,11 +328,11 @@ def with_retired(
 
     (Materialize passes, with the names sent, every other name their columns had:
     :func:`pipeline.column_numbers.every_name`.) Those were dropped (or renamed) at the
-    source after the changes that sent them; they
-    are typed as the older layouts had them (text when none did) and marked retired (never
-    required of a change). Without them, a batch that spans the DROP would lose their
-    values: a history read as of a point before it would have no such column. The
-    history only: the state table keeps the newest layout's columns.
+    source after the changes that sent them; they are typed as the older layouts had them
+    (text when none did) and marked retired (never required of a change). Without them, a
+    batch that spans the DROP would lose their values: a history read as of a point before
+    it would have no such column. The history only: the state table keeps the newest
+    layout's columns.
     """
     names = set(spec.names)
     gone = sorted({n for n in sent if n not in names and n not in LINEAGE_NAMES})

@@ -35,7 +35,8 @@ cache build are the bulk. Decisions that follow:
   changes again;
 * no PySpark local DataFrame (``createDataFrame`` of Python values) in a batch: it is a
   Python RDD, whose reading starts Python workers (measured on the loaded machine: 7-18 s
-  of the two task slots); empty frames and the state are made in the JVM.
+  of the two task slots); empty frames and the state are made in the JVM
+  (:mod:`pipeline.local_frames`).
 """
 
 from __future__ import annotations

@@ -147,8 +147,9 @@ def test_a_history_read_as_of_any_moment_finds_a_column_under_its_name_of_then(
     spark, tmp_path, store: str
 ) -> None:
     # The soak's seed 618798201: one batch renamed a column, updated a row, renamed it
-    # (twice) back and later dropped it. Read as of a moment after the rename back, the row
-    # updated under the other name held the value of before under the old name.
+    # back and later dropped it (here renamed once more, to r3, before going back). Read
+    # as of a moment after the rename back, the row updated under the other name held the
+    # value of before under the old name.
     tables = Materialized(spark, str(tmp_path / "state"), store, history=True)
     apply, rows, source = tables.apply, tables.rows, tables.source
     source.publish(FLAGS)
