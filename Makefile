@@ -124,14 +124,15 @@ SYSTEM_PG_MAJOR = $(shell for d in /usr/lib/postgresql/*/bin/initdb; do [ -x "$$
 OTHER_PG_MAJORS = $(filter-out $(SYSTEM_PG_MAJOR),$(SUPPORTED_PG_MAJORS))
 
 # The unit tests without pyspark (unit-nospark), then every other test (integration, and the
-# unit tests marked spark) on the system's PostgreSQL (Debian's 15), then the capture core on
-# the others. Each test runs once. The type check, the class-data archive and unit-nospark
-# run side by side (each alone left a core idle: 84 s one after another, 2026-12-05), each
-# target's output in one piece.
+# unit tests marked spark) on the system's PostgreSQL (Debian's 15), with the capture core on
+# the other majors too, in the same pytest session (CORE_PG_MAJORS). Each test runs once.
+# The type check, the class-data archive and unit-nospark run side by side (each alone left
+# a core idle: 84 s one after another, 2026-12-05), each target's output in one piece.
+# Until 2026-12-05 the other majors ran after the integration tier, in a session of their
+# own (make test-versions: 127 s alone, its two workers starting services of their own).
 test: test-prerequisites setup lint
 	$(MAKE) --no-print-directory -j3 --output-sync=target typecheck jvm-archive unit-nospark
-	$(MAKE) --no-print-directory test-integration
-	$(MAKE) --no-print-directory test-versions PG_MAJORS="$(OTHER_PG_MAJORS)"
+	$(MAKE) --no-print-directory test-integration CORE_PG_MAJORS="$(OTHER_PG_MAJORS)"
 
 # The integration tier (and the unit tests marked spark or slow) on the system's PostgreSQL, on
 # TEST_WORKERS pytest-xdist workers, each with services of its own (a PostgreSQL and a Kafka
@@ -158,8 +159,13 @@ WALCAST_TEST_SPARK_JAVA_OPTIONS ?= -XX:TieredStopAtLevel=4 -XX:+UseSerialGC \
 	-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=15000 \
 	-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000
 TEST_WORKERS ?= 4
+# PostgreSQL majors the capture core (tests marked `core`) runs on besides the system's, each
+# a group of tests for one worker, which starts that server (tests/conftest.py
+# _core_majors): `make test` gives every other supported major.
+CORE_PG_MAJORS ?=
 test-integration: test-prerequisites setup
 	WALCAST_TEST_SERVICES_PER_WORKER=1 WALCAST_TEST_JVM_ARCHIVE=1 \
+	  WALCAST_TEST_CORE_PG_VERSIONS="$(CORE_PG_MAJORS)" \
 	  WALCAST_TEST_SPARK_JAVA_OPTIONS="$(WALCAST_TEST_SPARK_JAVA_OPTIONS)" \
 	  $(PYTHON) -m pytest -q --durations=25 -n $(TEST_WORKERS) \
 	    --dist loadgroup --no-loadscope-reorder --max-worker-restart=0 \

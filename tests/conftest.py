@@ -10,7 +10,10 @@ PostgreSQL majors: ``WALCAST_TEST_PG_VERSIONS`` (e.g. ``13,14,15,16,17,18``) run
 selected test that uses ``pg_dsn``/``pg_env`` once per listed major, against a server of
 that major started by ``WALCAST_PG_VERSION=<major> scripts/local-services start pg`` (test
 ids get ``[pg13]`` ...). ``make test-versions`` runs the ``core`` tests that way. Without
-it, tests use the default server as above. ``pg_major`` is the server's major either way.
+it, tests use the default server as above. ``WALCAST_TEST_CORE_PG_VERSIONS`` (``make test``)
+runs the ``core`` tests on the default server (``[pg-default]``) AND once per listed major,
+in the same session as every other test (:func:`_core_majors`). ``pg_major`` is the
+server's major either way.
 """
 
 from __future__ import annotations
@@ -110,15 +113,44 @@ def _testcontainer(which: str) -> dict[str, str]:  # pragma: no cover - needs Do
     return {"WALCAST_TEST_KAFKA": kafka.get_bootstrap_server()}
 
 
-def _requested_majors() -> list[str]:
-    """The majors listed in ``WALCAST_TEST_PG_VERSIONS`` (commas or spaces), checked."""
-    majors = os.environ.get("WALCAST_TEST_PG_VERSIONS", "").replace(",", " ").split()
+def _requested_majors(variable: str = "WALCAST_TEST_PG_VERSIONS") -> list[str]:
+    """The majors listed in ``variable`` (commas or spaces), checked."""
+    majors = os.environ.get(variable, "").replace(",", " ").split()
     unknown = [m for m in majors if m not in PG_MAJORS]
     if unknown:
         raise pytest.UsageError(
-            f"WALCAST_TEST_PG_VERSIONS: {', '.join(unknown)} not among {', '.join(PG_MAJORS)}"
+            f"{variable}: {', '.join(unknown)} not among {', '.join(PG_MAJORS)}"
         )
     return majors
+
+
+CORE_MAJOR_SECONDS = 100
+"""Seconds the ``core`` tests of one more major take in ``make test``'s integration tier
+(alone, ``make test-versions`` ran five majors in 127 s on its 2 workers, 2026-12-05: about
+50 s a major; the tier's files count about twice their time alone, :data:`FILE_SECONDS`)."""
+
+
+def _core_majors() -> list[str]:
+    """The other majors ``WALCAST_TEST_CORE_PG_VERSIONS`` adds to the ``core`` tests.
+
+    ``make test`` runs the capture core on every supported major in its integration tier:
+    each ``core`` test runs on the default server and once per listed major, and each major's
+    tests are one ``xdist_group`` (one worker starts that server) queued with the capture
+    files. Until 2026-12-05 they ran in a pytest session of their own after the tier (``make
+    test-versions``, still there): its own services, and the tier's workers that ran out of
+    capture tests started Spark sessions of their own for the shortest Spark files instead.
+    ``WALCAST_TEST_PG_VERSIONS`` (every test on the listed majors only) leaves it unused.
+    """
+    if _requested_majors():
+        return []
+    return _requested_majors("WALCAST_TEST_CORE_PG_VERSIONS")
+
+
+def _core_major(item: pytest.Item) -> str | None:
+    """The other major (:func:`_core_majors`) this test runs on, if any."""
+    callspec = getattr(item, "callspec", None)
+    major = callspec.params.get("pg_version") if callspec is not None else None
+    return major if major in _core_majors() else None
 
 
 SPREAD = frozenset({"test_end_to_end.py"})
@@ -134,51 +166,59 @@ first in the queue; the other workers run the rest. Spark keeps about one core b
 running session and a capture test mostly waits (on a server, a timeout, a broker): more
 Spark sessions than this only make each slower on 2 cores, and each costs a JVM's start."""
 FILE_SECONDS = {
-    # Spark
-    "test_end_to_end.py": 1100,  # 1,019, and an estimate for Iceberg's canal and dts-avro
-    "test_parsers.py": 414,
-    "test_history.py": 304,
-    "test_maintain.py": 300,  # 459 before maintain's VACUUM listed with 4 tasks per core
-    "test_history_end_to_end.py": 282,
-    "test_jobs.py": 238,
-    "test_soak.py": 139,
-    "test_debezium_walcast.py": 125,
-    "test_materialize.py": 121,
-    "test_cli.py": 93,
-    "test_debezium_spark.py": 86,
-    "test_spark_submit.py": 75,
-    "test_debezium.py": 53,
-    "test_type_changes.py": 120,  # an estimate (2026-12-04): 3 stores, about 30 s each alone
-    "test_added_and_dropped_columns.py": 160,  # an estimate (2026-12-04), from CI's 270 s
-    # for the two files it replaces (7 stores' runs, 4 now)
-    "test_renamed_columns.py": 120,  # an estimate (2026-12-04): 3 stores, 40-60 s each alone
-    "test_partitioning.py": 70,  # an estimate (2026-12-04): 52 s alone, a JVM's start included
+    # Spark (those marked * ran outside the lanes, in a Spark session of their own)
+    "test_end_to_end.py": 763,
+    "test_history_end_to_end.py": 304,
+    "test_parsers.py": 221,
+    "test_renamed_columns.py": 215,
+    "test_debezium_spark.py": 195,  # *
+    "test_history.py": 173,
+    "test_partitioning.py": 162,  # *
+    "test_materialize.py": 154,
+    "test_soak.py": 142,
+    "test_jobs.py": 134,
+    "test_maintain.py": 131,
+    "test_cli.py": 127,
+    "test_spark_submit.py": 123,  # *
+    "test_debezium_walcast.py": 116,
+    "test_type_changes.py": 115,
+    "test_added_and_dropped_columns.py": 80,
+    "test_debezium.py": 75,  # *
+    "test_layout_in_effect.py": 57,  # *
+    "test_schema_history.py": 50,  # *
+    "test_debezium_cli.py": 49,  # *
     # the others
-    "test_demo.py": 225,
-    "test_secured_kafka.py": 219,
-    "test_fuzz_pipeline.py": 191,
-    "test_start_timeouts.py": 159,
-    "test_any_server.py": 151,
-    "test_network_faults.py": 148,
-    "test_exactly_once.py": 132,
-    "test_run_integration.py": 126,
-    "test_bad_input.py": 119,
-    "test_load_integration.py": 80,
-    "test_debezium_compare.py": 68,
-    "test_stopped_processes.py": 67,
-    "test_frozen_network.py": 66,
-    "test_readme.py": 90,  # its own-table test: 79 s alone
-    "test_run_faults.py": 80,  # exclusive: 76 s alone
+    "test_readme.py": 174,
+    "test_start_timeouts.py": 149,
+    "test_run_faults.py": 130,
+    "test_secured_kafka.py": 129,
+    "test_network_faults.py": 120,
+    "test_demo.py": 111,
+    "test_any_server.py": 89,
+    "test_exactly_once.py": 87,
+    "test_bad_input.py": 84,
+    "test_fuzz_pipeline.py": 80,
+    "test_run_integration.py": 70,
+    "test_frozen_network.py": 60,
+    "test_stopped_processes.py": 58,
+    "test_load_integration.py": 51,
+    "test_canal_readers.py": 46,
+    "test_debezium_reference.py": 44,
+    "test_tail_matches_test_decoding.py": 41,
+    "test_failover.py": 38,
 }
 """Seconds each of the longest test files took in a run of the integration tier as
 ``make test`` runs it (4 workers, Spark in 2 lanes, the two cores busy: about twice a file's
-time alone), ``--durations=0`` summed per file, 2026-12-03 (6ca9ba9); any other file counts
+time alone), its tests' durations summed per file, in the CI rehearsal of 77d9d1b
+(2026-12-05: 5,446 s in all, 3,584 of them Spark's); any other file counts
 :data:`OTHER_FILE_SECONDS`. Used only to order and balance the work under pytest-xdist
 (longest first), so a stale figure costs time, never a result."""
 OTHER_FILE_SECONDS = 10
 
 
 def _seconds(item: pytest.Item) -> int:
+    if _core_major(item) is not None:
+        return CORE_MAJOR_SECONDS
     return FILE_SECONDS.get(item.path.name, OTHER_FILE_SECONDS)
 
 
@@ -207,7 +247,9 @@ def _spark_lanes(items: list[pytest.Item]) -> None:
         else:
             others.add(path)
     tail = _spark_tail(
-        files, sum(FILE_SECONDS.get(Path(p).name, OTHER_FILE_SECONDS) for p in others)
+        files,
+        sum(FILE_SECONDS.get(Path(p).name, OTHER_FILE_SECONDS) for p in others)
+        + CORE_MAJOR_SECONDS * len(_core_majors()),
     )
     load = [0] * SPARK_LANES
     lane_of: dict[str, int] = {}
@@ -221,8 +263,32 @@ def _spark_lanes(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
     lanes = {id(item) for path in set(files) - tail for item in files[path]}
     last = {id(item) for path in tail for item in files[path]}
-    # the lanes first, then the longest files, the Spark tail last (--no-loadscope-reorder)
-    items.sort(key=lambda item: (id(item) not in lanes, id(item) in last, -_seconds(item)))
+    # the lanes first, then the longest files (a major's core tests together), the Spark
+    # tail last (--no-loadscope-reorder); sorted once pytest has ordered the items by
+    # their parameters (_queue_in_order)
+    for item in items:
+        item.stash[QUEUE_PLACE] = (
+            id(item) not in lanes, id(item) in last, -_seconds(item), _core_major(item) or ""
+        )  # fmt: skip
+
+
+QUEUE_PLACE = pytest.StashKey[tuple[bool, bool, int, str]]()
+"""An item's place in the run's queue (:func:`_spark_lanes`)."""
+
+
+class _QueueInOrder:
+    """Sorts the items by their :data:`QUEUE_PLACE`, after pytest's own ordering.
+
+    pytest moves the tests sharing a session-scoped parameter together (the core tests of
+    one major: :func:`_core_majors`), which would put some of them before the Spark lanes;
+    this runs after it (a conftest can define a hook once: this is a plugin of its own,
+    registered by :func:`pytest_configure`). The sort is stable: pytest's order within a
+    place is kept."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if any(QUEUE_PLACE in item.stash for item in items):
+            items.sort(key=lambda item: item.stash.get(QUEUE_PLACE, (True, True, 0, "")))
 
 
 def _spark_tail(files: dict[str, list[pytest.Item]], other_seconds: int) -> set[str]:
@@ -257,6 +323,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """
     _mark_pipeline_unit_tests(items)
     _refuse_unmarked_service_users(items)
+    for item in items:
+        major = _core_major(item)
+        if major is not None:  # one worker starts that server (_core_majors)
+            item.add_marker(pytest.mark.xdist_group(f"pg{major}"))
     if _worker_with_own_services():
         _spark_lanes(items)
         for item in items:
@@ -336,7 +406,8 @@ def _own_services_dir(worker: str) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     """Spark drivers started as processes get :data:`LIGHT_JVM_OPTIONS`; a worker with
     :data:`PER_WORKER` starts its own services, before any test."""
-    del config
+    config.pluginmanager.register(_QueueInOrder(), "walcast-queue-in-order")
+    _core_majors()  # a wrong major is one line before anything is collected
     if os.environ.get(jvm.ENV) == "1" and "PYTEST_XDIST_WORKER" not in os.environ:
         # made once, before any worker starts; the workers inherit the variable
         try:
@@ -396,11 +467,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "pg_version" not in metafunc.fixturenames:
+        return
     majors = _requested_majors()
-    if majors and "pg_version" in metafunc.fixturenames:
+    if majors:
         metafunc.parametrize(
             "pg_version", majors, indirect=True, scope="session", ids=[f"pg{m}" for m in majors]
         )
+        return
+    others = _core_majors()
+    if others and metafunc.definition.get_closest_marker("core") is not None:
+        metafunc.parametrize(
+            "pg_version", [None, *others], indirect=True, scope="session",
+            ids=["pg-default", *(f"pg{m}" for m in others)],
+        )  # fmt: skip
 
 
 @pytest.fixture(scope="session")
