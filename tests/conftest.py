@@ -124,10 +124,10 @@ def _requested_majors(variable: str = "WALCAST_TEST_PG_VERSIONS") -> list[str]:
     return majors
 
 
-CORE_MAJOR_SECONDS = 100
+CORE_MAJOR_SECONDS = 90
 """Seconds the ``core`` tests of one more major take in ``make test``'s integration tier
-(alone, ``make test-versions`` ran five majors in 127 s on its 2 workers, 2026-12-05: about
-50 s a major; the tier's files count about twice their time alone, :data:`FILE_SECONDS`)."""
+(451 s for five majors in the CI rehearsal of a6ef026, 2026-12-05; alone, ``make
+test-versions`` ran them in 127 s on its 2 workers)."""
 
 
 def _core_majors() -> list[str]:
@@ -167,53 +167,62 @@ running session and a capture test mostly waits (on a server, a timeout, a broke
 Spark sessions than this only make each slower on 2 cores, and each costs a JVM's start."""
 FILE_SECONDS = {
     # Spark (those marked * ran outside the lanes, in a Spark session of their own)
-    "test_end_to_end.py": 763,
-    "test_history_end_to_end.py": 304,
-    "test_parsers.py": 221,
-    "test_renamed_columns.py": 215,
-    "test_debezium_spark.py": 195,  # *
-    "test_history.py": 173,
-    "test_partitioning.py": 162,  # *
-    "test_materialize.py": 154,
-    "test_soak.py": 142,
-    "test_jobs.py": 134,
-    "test_maintain.py": 131,
-    "test_cli.py": 127,
-    "test_spark_submit.py": 123,  # *
-    "test_debezium_walcast.py": 116,
-    "test_type_changes.py": 115,
-    "test_added_and_dropped_columns.py": 80,
-    "test_debezium.py": 75,  # *
-    "test_layout_in_effect.py": 57,  # *
-    "test_schema_history.py": 50,  # *
-    "test_debezium_cli.py": 49,  # *
+    "test_end_to_end.py": 735,
+    "test_history_end_to_end.py": 321,
+    "test_parsers.py": 227,
+    "test_history.py": 184,
+    "test_jobs.py": 170,
+    "test_soak.py": 164,
+    "test_renamed_columns.py": 164,
+    "test_debezium_walcast.py": 152,
+    "test_cli.py": 128,
+    "test_debezium_spark.py": 109,
+    "test_maintain.py": 108,
+    "test_materialize.py": 104,
+    "test_partitioning.py": 77,
+    "test_ibm.py": 76,  # *
+    "test_debezium_cli.py": 59,  # *
+    "test_type_changes.py": 57,
+    "test_ibm_end_to_end.py": 54,  # *
+    "test_spark_submit.py": 53,
+    "test_added_and_dropped_columns.py": 48,
+    "test_iceberg_store.py": 44,  # *
+    "test_debezium_values.py": 42,  # *
+    "test_debezium.py": 36,
+    "test_layout_in_effect.py": 29,
+    "test_schema_history.py": 23,
     # the others
-    "test_readme.py": 174,
     "test_start_timeouts.py": 149,
-    "test_run_faults.py": 130,
-    "test_secured_kafka.py": 129,
-    "test_network_faults.py": 120,
+    "test_readme.py": 126,
+    "test_network_faults.py": 114,
+    "test_run_integration.py": 112,
     "test_demo.py": 111,
-    "test_any_server.py": 89,
-    "test_exactly_once.py": 87,
-    "test_bad_input.py": 84,
-    "test_fuzz_pipeline.py": 80,
-    "test_run_integration.py": 70,
-    "test_frozen_network.py": 60,
-    "test_stopped_processes.py": 58,
-    "test_load_integration.py": 51,
-    "test_canal_readers.py": 46,
-    "test_debezium_reference.py": 44,
-    "test_tail_matches_test_decoding.py": 41,
-    "test_failover.py": 38,
+    "test_run_faults.py": 106,
+    "test_secured_kafka.py": 103,
+    "test_exactly_once.py": 92,
+    "test_any_server.py": 92,
+    "test_bad_input.py": 66,
+    "test_stopped_processes.py": 63,
+    "test_fuzz_pipeline.py": 61,
+    "test_debezium_compare.py": 58,
+    "test_load_integration.py": 58,
+    "test_frozen_network.py": 57,
+    "test_debezium_reference.py": 36,
+    "test_cli_errors.py": 36,
+    "test_canal_readers.py": 34,
+    "test_failover.py": 33,
+    "test_containers.py": 27,
+    "test_tail_matches_test_decoding.py": 26,
+    "test_kafka_errors.py": 23,
 }
 """Seconds each of the longest test files took in a run of the integration tier as
 ``make test`` runs it (4 workers, Spark in 2 lanes, the two cores busy: about twice a file's
-time alone), its tests' durations summed per file, in the CI rehearsal of 77d9d1b
-(2026-12-05: 5,446 s in all, 3,584 of them Spark's); any other file counts
-:data:`OTHER_FILE_SECONDS`. Used only to order and balance the work under pytest-xdist
+time alone), its tests' durations summed per file, on the default server, in the CI
+rehearsal of a6ef026 (2026-12-05: 3,252 s of Spark files, 1,769 s of others, 451 s of the
+core on the other majors); any other file counts :data:`OTHER_FILE_SECONDS` (40 Spark and
+capture files took 272 s). Used only to order and balance the work under pytest-xdist
 (longest first), so a stale figure costs time, never a result."""
-OTHER_FILE_SECONDS = 10
+OTHER_FILE_SECONDS = 7
 
 
 def _seconds(item: pytest.Item) -> int:
@@ -244,7 +253,8 @@ def _spark_lanes(items: list[pytest.Item]) -> None:
         path = item.nodeid.split("::", 1)[0]
         if _uses_spark(item):
             files.setdefault(path, []).append(item)
-        else:
+        elif any(item.get_closest_marker(m) is not None for m in ("integration", "slow")):
+            # the integration tier's other tests (this runs before `-m` deselects any test)
             others.add(path)
     tail = _spark_tail(
         files,

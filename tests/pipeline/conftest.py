@@ -92,8 +92,55 @@ def spark() -> Iterator[object]:
             ),
         )
     )
+    MADE.clear()
+    MADE.update(session_settings_of(session))
     yield session
     session.stop()
+
+
+MADE: dict[str, str] = {}
+"""The SQL settings the ``spark`` fixture made its session with (:func:`put_back`)."""
+
+
+def session_settings_of(spark) -> dict[str, str]:
+    """The session's SQL settings (Spark's own and Delta's), those a session may change."""
+    kinds = ("spark.sql.", "spark.databricks.")
+    return {k: v for k, v in spark.conf.getAll.items() if k.startswith(kinds)}
+
+
+def put_back(spark, made: dict[str, str]) -> list[str]:
+    """Set again each of ``made``'s settings that the session changed, and unset those it
+    added (an Iceberg store's catalog is registered again when next used); returns their
+    keys.
+
+    A test that runs a ``walcast spark`` command in this process (test_jobs' CLI test)
+    builds the command's session with ``getOrCreate``, which sets the command's settings
+    on the running session (adaptive execution on, four shuffle partitions): every later
+    test of that worker ran with them (test_maintain's Iceberg table came out in one file,
+    and its compaction found nothing to do: CI rehearsal of a6ef026, 2026-12-05).
+    """
+    now = session_settings_of(spark)
+    changed = sorted(k for k in {*made, *now} if now.get(k) != made.get(k))
+    for key in changed:
+        if key in made:
+            spark.conf.set(key, made[key])
+        else:
+            spark.conf.unset(key)
+    return changed
+
+
+@pytest.fixture(autouse=True)
+def _session_settings_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that used the ``spark`` fixture, its session's settings as the fixture
+    made them (:func:`put_back`), and ``WALCAST_SPARK_LOG_LEVEL`` as it was."""
+    level = os.environ.get("WALCAST_SPARK_LOG_LEVEL")
+    yield
+    if level is None:
+        os.environ.pop("WALCAST_SPARK_LOG_LEVEL", None)
+    else:
+        os.environ["WALCAST_SPARK_LOG_LEVEL"] = level
+    if "spark" in request.fixturenames and MADE:
+        put_back(request.getfixturevalue("spark"), MADE)
 
 
 RECORD_SCHEMA = (

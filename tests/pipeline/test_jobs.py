@@ -14,7 +14,7 @@ from pipeline.cli import add_parser
 from pipeline.materialize import MaterializeJob, read_table
 from pipeline.normalize import NormalizeJob
 from tests.pipeline import expected
-from tests.pipeline.conftest import encoded, layout_values
+from tests.pipeline.conftest import MADE, encoded, layout_values, put_back, session_settings_of
 
 pytestmark = pytest.mark.integration
 
@@ -176,3 +176,17 @@ def test_cli_registers_spark_jobs(spark, kafka_bootstrap: str, tmp_path: Path) -
     )
     assert args.func(args) == 0
     assert read_table(spark, str(tmp_path / "s"), "shop", "orders").count() >= 0
+    # the commands' session is this one (getOrCreate), with their settings now: the tests'
+    # fixture puts its own back after each test (conftest.put_back)
+    assert "spark.sql.adaptive.enabled" in put_back(spark, MADE)
+
+
+def test_put_back_sets_the_fixture_s_settings_again(spark) -> None:
+    made = session_settings_of(spark)
+    assert made == MADE
+    adaptive = made["spark.sql.adaptive.enabled"]
+    spark.conf.set("spark.sql.adaptive.enabled", "true" if adaptive == "false" else "false")
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    assert put_back(spark, made) == ["spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions"]
+    assert session_settings_of(spark) == made
+    assert put_back(spark, made) == []
