@@ -146,10 +146,16 @@ def _core_majors() -> list[str]:
     return _requested_majors("WALCAST_TEST_CORE_PG_VERSIONS")
 
 
-def _core_major(item: pytest.Item) -> str | None:
-    """The other major (:func:`_core_majors`) this test runs on, if any."""
+def _major(item: pytest.Item) -> str | None:
+    """The major this test runs on when it is one of several (None: the default server)."""
     callspec = getattr(item, "callspec", None)
     major = callspec.params.get("pg_version") if callspec is not None else None
+    return str(major) if major is not None else None
+
+
+def _core_major(item: pytest.Item) -> str | None:
+    """The other major (:func:`_core_majors`) this test runs on, if any."""
+    major = _major(item)
     return major if major in _core_majors() else None
 
 
@@ -226,7 +232,7 @@ OTHER_FILE_SECONDS = 7
 
 
 def _seconds(item: pytest.Item) -> int:
-    if _core_major(item) is not None:
+    if _major(item) is not None:  # a major's tests are queued together
         return CORE_MAJOR_SECONDS
     return FILE_SECONDS.get(item.path.name, OTHER_FILE_SECONDS)
 
@@ -273,12 +279,13 @@ def _spark_lanes(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
     lanes = {id(item) for path in set(files) - tail for item in files[path]}
     last = {id(item) for path in tail for item in files[path]}
-    # the lanes first, then the longest files (a major's core tests together), the Spark
-    # tail last (--no-loadscope-reorder); sorted once pytest has ordered the items by
-    # their parameters (_queue_in_order)
+    # the lanes first, then the longest files (a major's core tests together, as pytest
+    # orders a session parameter's: make test-versions switches servers once per major),
+    # the Spark tail last (--no-loadscope-reorder); sorted once pytest has ordered the
+    # items by their parameters (_QueueInOrder)
     for item in items:
         item.stash[QUEUE_PLACE] = (
-            id(item) not in lanes, id(item) in last, -_seconds(item), _core_major(item) or ""
+            id(item) not in lanes, id(item) in last, -_seconds(item), _major(item) or ""
         )  # fmt: skip
 
 
