@@ -137,9 +137,9 @@ def _core_majors() -> list[str]:
     each ``core`` test runs on the default server and once per listed major, and each major's
     tests are one ``xdist_group`` (one worker starts that server) queued with the capture
     files. Until 2026-12-05 they ran in a pytest session of their own after the tier (``make
-    test-versions``, still there): its own services, and the tier's workers that ran out of
-    capture tests started Spark sessions of their own for the shortest Spark files instead.
-    ``WALCAST_TEST_PG_VERSIONS`` (every test on the listed majors only) leaves it unused.
+    test-versions``, still there), with services of its own: about 90 s more of the
+    machine's CPU in all (DEVELOPMENT.md). ``WALCAST_TEST_PG_VERSIONS`` (every test on the
+    listed majors only) leaves it unused.
     """
     if _requested_majors():
         return []
