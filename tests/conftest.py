@@ -153,12 +153,6 @@ def _major(item: pytest.Item) -> str | None:
     return str(major) if major is not None else None
 
 
-def _core_major(item: pytest.Item) -> str | None:
-    """The other major (:func:`_core_majors`) this test runs on, if any."""
-    major = _major(item)
-    return major if major in _core_majors() else None
-
-
 SPREAD = frozenset({"test_end_to_end.py"})
 """Files whose module fixtures name everything they make uniquely, and whose tests are long
 enough that one worker running them all would be the run's tail (tests/pipeline's end to
@@ -340,9 +334,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """
     _mark_pipeline_unit_tests(items)
     _refuse_unmarked_service_users(items)
+    others = _core_majors()
     for item in items:
-        major = _core_major(item)
-        if major is not None:  # one worker starts that server (_core_majors)
+        major = _major(item)
+        if major in others:  # one worker starts that server (_core_majors)
             item.add_marker(pytest.mark.xdist_group(f"pg{major}"))
     if _worker_with_own_services():
         _spark_lanes(items)

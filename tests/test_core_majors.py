@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.scenario import REPO
+
 CORE_FILE = "tests/capture/integration/test_versions.py"
 OTHER_FILE = "tests/capture/test_status.py"  # integration tests on pg_dsn, not marked core
 
