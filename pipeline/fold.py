@@ -85,10 +85,20 @@ class KeyFold:
 
     ``moves``: whether the batch changed a primary key at all (without it ``_base_key`` is
     always null and the stores skip the join that reads it).
+
+    ``cached``: frames :func:`fold_by_key` persisted to resolve the moves (the fold is
+    computed once, not once per link and again by the store); the caller :meth:`release`s
+    them once it has used ``rows``.
     """
 
     rows: DataFrame
     moves: bool
+    cached: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        """Unpersist :attr:`cached` (``rows`` may be read again after, computed anew)."""
+        for frame in self.cached:
+            frame.unpersist()
 
 
 def fold_by_key(
@@ -174,7 +184,13 @@ def fold_by_key(
     )
     if not changes.where(moved).limit(1).count():
         return KeyFold(folded.drop("_base_pos"), moves=False)
-    return KeyFold(_resolve_moves(folded, grouped, step, _init(pos_type)), moves=True)
+    # each link of _resolve_moves reads both: sorted and folded once
+    grouped, folded = grouped.persist(), folded.persist()
+    return KeyFold(
+        _resolve_moves(folded, grouped, step, _init(pos_type)),
+        moves=True,
+        cached=(folded, grouped),
+    )
 
 
 def _empty_map() -> Column:

@@ -463,6 +463,7 @@ class MaterializeJob:
         def run_batch(batch: DataFrame, batch_id: int) -> None:
             started = time.monotonic()
             changes = batch.persist()
+            layouts: DataFrame | None = None
             try:
                 layouts = (
                     read_layouts(spark, self.bootstrap, layout_topic, timeout=self.kafka_timeout)
@@ -470,6 +471,8 @@ class MaterializeJob:
                     else None
                 )
                 if layouts is not None and totals.batches == 0:
+                    # counted here and collected by apply_batch: one read of the topic
+                    layouts = layouts.cache()
                     warn_sourceless(layouts, layout_topic, "materialize", self.report)
                 self.applied = apply_batch(
                     spark,
@@ -495,6 +498,8 @@ class MaterializeJob:
                 raise
             finally:
                 changes.unpersist()
+                if layouts is not None:
+                    layouts.unpersist()
             for name in sorted(without_history - self.warned):
                 self.report(
                     f"walcast spark materialize: {name} has no primary key: no history is "
