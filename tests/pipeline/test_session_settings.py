@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.session import SessionOptions, session_settings
+from pipeline.session import PYTHON_CALL_SITES, SessionOptions, session_settings
 
 # No Spark starts here, but tests/pipeline is left out where pyspark is missing
 # (tests/pipeline/conftest.py): `spark` puts these in the run that has it.
@@ -40,3 +40,9 @@ def test_other_settings_of_the_user_replace_walcast_s() -> None:
     assert settings["spark.sql.adaptive.enabled"] == "false"
     assert settings["spark.sql.session.timeZone"] == "UTC"
     assert settings["spark.jars"] == str(JARS[0])
+
+
+def test_pyspark_records_no_python_call_sites_unless_the_user_asks() -> None:
+    assert session_settings(SessionOptions(), JARS, "WARN")[PYTHON_CALL_SITES] == "false"
+    asked = SessionOptions(extra={PYTHON_CALL_SITES: "true"})
+    assert session_settings(asked, JARS, "WARN")[PYTHON_CALL_SITES] == "true"
