@@ -153,9 +153,10 @@ test: test-prerequisites setup lint
 # flags: the four drivers used 1,409 s of CPU with them, 1,503 s without; make test took
 # 1,746 s and 1,818 s), while one Spark file alone on an idle machine takes longer (183 s
 # instead of 163 s for test_history and test_materialize), so a contributor's own pytest
-# keeps the JDK's counts (tests/pipeline/conftest.py). WALCAST_TEST_SPARK_JAVA_OPTIONS set in
-# the environment replaces these flags (e.g. to record a profile).
-WALCAST_TEST_SPARK_JAVA_OPTIONS ?= -XX:TieredStopAtLevel=4 -XX:+UseSerialGC \
+# keeps the JDK's counts (tests/pipeline/conftest.py, whose young generation of 600 MB these
+# flags keep too). WALCAST_TEST_SPARK_JAVA_OPTIONS set in the environment replaces these flags
+# (e.g. to record a profile).
+WALCAST_TEST_SPARK_JAVA_OPTIONS ?= -XX:TieredStopAtLevel=4 -XX:+UseSerialGC -Xms1g -Xmn600m \
 	-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=15000 \
 	-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000
 TEST_WORKERS ?= 4
