@@ -7,15 +7,16 @@ good run prints one line per batch and a summary.
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bench.kit import kafka as k
 from tests.support import scenario as sc
+from tests.support.ports import refused_port
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +41,11 @@ def normalize(tmp_path: Path, *args: str, timeout: float = 300):
     )  # fmt: skip
 
 
-def dead_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+@pytest.fixture
+def dead() -> Iterator[str]:
+    """A local broker address that refuses connections for the whole test."""
+    with refused_port() as port:
+        yield f"127.0.0.1:{port}"
 
 
 def test_a_missing_topic_is_one_line(kafka_bootstrap: str, tmp_path: Path) -> None:
@@ -64,8 +66,7 @@ def test_a_pattern_matching_nothing_is_one_line(kafka_bootstrap: str, tmp_path: 
     assert_one_line_error(done, "--topic-pattern", "matches no topic")
 
 
-def test_a_dead_broker_is_one_line_within_the_timeout(tmp_path: Path) -> None:
-    dead = dead_address()
+def test_a_dead_broker_is_one_line_within_the_timeout(tmp_path: Path, dead: str) -> None:
     started = time.monotonic()
     done = normalize(
         tmp_path, "--bootstrap-servers", dead, "--topic", "t", "--format", "canal",
@@ -203,8 +204,9 @@ def test_materialize_of_a_missing_input_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error(done, "--input", "never-normalized", "walcast spark normalize")
 
 
-def test_materialize_with_a_dead_broker_is_one_line_within_the_timeout(tmp_path: Path) -> None:
-    dead = dead_address()
+def test_materialize_with_a_dead_broker_is_one_line_within_the_timeout(
+    tmp_path: Path, dead: str
+) -> None:
     (tmp_path / "in").mkdir()
     started = time.monotonic()
     done = sc.walcast(

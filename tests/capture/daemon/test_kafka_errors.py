@@ -11,22 +11,24 @@ import socket
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from bench.kit.daemon import RunningDaemon, confirmed_lsn
+from tests.support.ports import refused_port
 from tests.support.scenario import drop_slot, walcast
 
 pytestmark = pytest.mark.integration
 
 
-def _dead_address() -> str:
-    """A local port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+@pytest.fixture
+def dead() -> Iterator[str]:
+    """A local broker address that refuses connections for the whole test."""
+    with refused_port() as port:
+        yield f"127.0.0.1:{port}"
 
 
 def _free_port() -> int:
@@ -35,8 +37,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_produce_test_stream_against_a_dead_broker_fails_in_one_line() -> None:
-    dead = _dead_address()
+def test_produce_test_stream_against_a_dead_broker_fails_in_one_line(dead: str) -> None:
     start = time.monotonic()
     done = walcast(
         "produce-test-stream", "--format", "canal", "--count", "10",
@@ -102,7 +103,7 @@ def test_topics_kafka_takes_as_one_stop_the_start_naming_both_tables(
 
 
 def test_run_against_a_dead_broker_pauses_reports_once_and_stops_cleanly(
-    pg_dsn: str, tmp_path: Path
+    pg_dsn: str, tmp_path: Path, dead: str
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     table, pub, slot = f"dead_{tag}", f"dead_pub_{tag}", f"dead_slot_{tag}"
@@ -111,7 +112,6 @@ def test_run_against_a_dead_broker_pauses_reports_once_and_stops_cleanly(
         conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
         conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
-    dead = _dead_address()
     daemon = RunningDaemon(
         "--dsn", pg_dsn, "--slot", slot, "--publication", pub, "--snapshot", "never",
         "--bootstrap-servers", dead, "--format", "json", "--metrics-port", str(port),

@@ -29,6 +29,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
+from tests.support.ports import refused_port
 from tests.support.scenario import drop_slot, walcast
 
 pytestmark = pytest.mark.integration
@@ -38,6 +39,13 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def refused() -> Iterator[int]:
+    """A local port that refuses connections for the whole test (:func:`refused_port`)."""
+    with refused_port() as port:
+        yield port
 
 
 def _split(stderr: str) -> tuple[list[dict], list[str]]:
@@ -143,9 +151,9 @@ SECRET = "N3ver-S3cret"
 
 @pytest.mark.parametrize("given", ["flag", "environment", "file"])
 def test_never_reaching_postgres_stops_after_connect_timeout_with_one_line(
-    given: str, kafka_bootstrap: str, tmp_path: Path
+    given: str, kafka_bootstrap: str, tmp_path: Path, refused: int
 ) -> None:
-    port = _free_port()
+    port = refused
     dsn = f"host=127.0.0.1 port={port} dbname=app user=cdc password={SECRET}"
     env = {"WALCAST_DSN": dsn}
     args = ["--slot", "s", "--publication", "p", "--bootstrap-servers", kafka_bootstrap,
@@ -204,9 +212,11 @@ def test_hosts_that_are_all_the_wrong_role_stop_after_connect_timeout(
     assert "walcast gave up after 3 s without reaching PostgreSQL once" in errors[0]
 
 
-def test_the_default_connect_timeout_is_named_as_a_default(kafka_bootstrap: str) -> None:
+def test_the_default_connect_timeout_is_named_as_a_default(
+    kafka_bootstrap: str, refused: int
+) -> None:
     """30 s when nothing sets it (the line says it is the default)."""
-    port = _free_port()
+    port = refused
     start = time.monotonic()
     done = walcast(
         "run", "--dsn", f"host=127.0.0.1 port={port} dbname=app user=cdc", "--slot", "s",
@@ -220,8 +230,8 @@ def test_the_default_connect_timeout_is_named_as_a_default(kafka_bootstrap: str)
     assert "(source.connect_timeout, default 30 s)" in errors[0]
 
 
-def test_connect_timeout_0_keeps_trying(kafka_bootstrap: str) -> None:
-    port = _free_port()
+def test_connect_timeout_0_keeps_trying(kafka_bootstrap: str, refused: int) -> None:
+    port = refused
     done = walcast(
         "run", "--dsn", f"host=127.0.0.1 port={port} dbname=app user=cdc", "--slot", "s",
         "--publication", "p", "--bootstrap-servers", kafka_bootstrap, "--format", "json",
@@ -327,10 +337,10 @@ def test_a_refused_login_stops_at_once(kafka_bootstrap: str) -> None:
 
 
 def test_kafka_down_at_the_start_is_one_line_then_one_a_minute(
-    pg_dsn: str, stream: tuple[str, str, str], tmp_path: Path
+    pg_dsn: str, stream: tuple[str, str, str], tmp_path: Path, refused: int
 ) -> None:
     _, pub, slot = stream
-    dead = f"127.0.0.1:{_free_port()}"
+    dead = f"127.0.0.1:{refused}"
     daemon = RunningDaemon(
         "--dsn", pg_dsn, "--slot", slot, "--publication", pub, "--snapshot", "never",
         "--bootstrap-servers", dead, "--format", "json", "--metrics-port", "0",
