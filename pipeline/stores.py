@@ -600,6 +600,21 @@ def _merge_by_key(
     A batch run again after a crash finds the table made, and MERGEs.
     """
     fold = fold_by_key(changes, spec.primary_key, order=order)
+    try:  # a MERGE that loses a race runs again (retry_conflicts): each run's fold is let go
+        return _merge_fold(target, spec, fold, truncated=truncated, append=append)
+    finally:
+        fold.release()
+
+
+def _merge_fold(
+    target: Any,
+    spec: TableSpec,
+    fold: KeyFold,
+    *,
+    truncated: bool,
+    append: Callable[[DataFrame], None] | None,
+) -> int:
+    """:func:`_merge_by_key`'s MERGE (or append) of ``fold``; returns the rows kept out."""
     types = dict(spec.columns)
     keyed = fold.rows.select(
         "_reset",
@@ -681,7 +696,6 @@ def _merge_by_key(
             .execute()
         )
     keyed.unpersist()
-    fold.release()
     return kept_out
 
 
