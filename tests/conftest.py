@@ -29,6 +29,7 @@ import pytest
 
 from tests.support import jvm
 from tests.support.jvm import LIGHT_JVM_OPTIONS
+from tests.support.ports import refused_port
 
 REPO = Path(__file__).resolve().parent.parent
 SERVICES = REPO / "scripts" / "local-services"
@@ -493,6 +494,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             "pg_version", [None, *others], indirect=True, scope="session",
             ids=["pg-default", *(f"pg{m}" for m in others)],
         )  # fmt: skip
+
+
+@pytest.fixture
+def refused() -> Iterator[int]:
+    """A local port that refuses connections for the whole test (:func:`refused_port`): where
+    walcast must find no PostgreSQL or no broker."""
+    with refused_port() as port:
+        yield port
 
 
 @pytest.fixture(scope="session")

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bench.kit import kafka as k
 from tests.support import scenario as sc
-from tests.support.ports import refused_port
 
 pytestmark = pytest.mark.integration
 
@@ -41,13 +39,6 @@ def normalize(tmp_path: Path, *args: str, timeout: float = 300):
     )  # fmt: skip
 
 
-@pytest.fixture
-def dead() -> Iterator[str]:
-    """A local broker address that refuses connections for the whole test."""
-    with refused_port() as port:
-        yield f"127.0.0.1:{port}"
-
-
 def test_a_missing_topic_is_one_line(kafka_bootstrap: str, tmp_path: Path) -> None:
     topic = f"missing.{uuid.uuid4().hex[:8]}"
     done = normalize(
@@ -66,7 +57,8 @@ def test_a_pattern_matching_nothing_is_one_line(kafka_bootstrap: str, tmp_path: 
     assert_one_line_error(done, "--topic-pattern", "matches no topic")
 
 
-def test_a_dead_broker_is_one_line_within_the_timeout(tmp_path: Path, dead: str) -> None:
+def test_a_dead_broker_is_one_line_within_the_timeout(tmp_path: Path, refused: int) -> None:
+    dead = f"127.0.0.1:{refused}"
     started = time.monotonic()
     done = normalize(
         tmp_path, "--bootstrap-servers", dead, "--topic", "t", "--format", "canal",
@@ -205,8 +197,9 @@ def test_materialize_of_a_missing_input_is_one_line(tmp_path: Path) -> None:
 
 
 def test_materialize_with_a_dead_broker_is_one_line_within_the_timeout(
-    tmp_path: Path, dead: str
+    tmp_path: Path, refused: int
 ) -> None:
+    dead = f"127.0.0.1:{refused}"
     (tmp_path / "in").mkdir()
     started = time.monotonic()
     done = sc.walcast(

@@ -11,24 +11,15 @@ import socket
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from bench.kit.daemon import RunningDaemon, confirmed_lsn
-from tests.support.ports import refused_port
 from tests.support.scenario import drop_slot, walcast
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def dead() -> Iterator[str]:
-    """A local broker address that refuses connections for the whole test."""
-    with refused_port() as port:
-        yield f"127.0.0.1:{port}"
 
 
 def _free_port() -> int:
@@ -37,7 +28,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_produce_test_stream_against_a_dead_broker_fails_in_one_line(dead: str) -> None:
+def test_produce_test_stream_against_a_dead_broker_fails_in_one_line(refused: int) -> None:
+    dead = f"127.0.0.1:{refused}"
     start = time.monotonic()
     done = walcast(
         "produce-test-stream", "--format", "canal", "--count", "10",
@@ -103,8 +95,9 @@ def test_topics_kafka_takes_as_one_stop_the_start_naming_both_tables(
 
 
 def test_run_against_a_dead_broker_pauses_reports_once_and_stops_cleanly(
-    pg_dsn: str, tmp_path: Path, dead: str
+    pg_dsn: str, tmp_path: Path, refused: int
 ) -> None:
+    dead = f"127.0.0.1:{refused}"
     tag = uuid.uuid4().hex[:8]
     table, pub, slot = f"dead_{tag}", f"dead_pub_{tag}", f"dead_slot_{tag}"
     port = _free_port()

@@ -29,7 +29,6 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
-from tests.support.ports import refused_port
 from tests.support.scenario import drop_slot, walcast
 
 pytestmark = pytest.mark.integration
@@ -39,13 +38,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def refused() -> Iterator[int]:
-    """A local port that refuses connections for the whole test (:func:`refused_port`)."""
-    with refused_port() as port:
-        yield port
 
 
 def _split(stderr: str) -> tuple[list[dict], list[str]]:
