@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ import yaml
 
 from capture.cli import _run_cli_values, build_parser
 from capture.config import reading
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -158,12 +158,6 @@ class HealthEndpoint:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def run_healthcheck(tmp_path: Path, pid1: str, port: int | str, *, keep_indent: bool = True) -> int:

@@ -51,7 +51,6 @@ import os
 import pwd
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -60,6 +59,8 @@ from pathlib import Path
 from typing import Any, Self
 
 import psycopg
+
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SERVICES = REPO / "scripts" / "local-services"
@@ -110,12 +111,6 @@ def pg_os_user() -> str | None:
         return name
     msg = "no 'postgres' or 'walcast-pg' OS user: run scripts/local-services start pg first"
     raise RuntimeError(msg)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def lsn_int(text: str | None) -> int:

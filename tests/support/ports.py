@@ -1,10 +1,19 @@
-"""Local ports for tests of what walcast does when nothing answers."""
+"""Local ports for the tests: a free one to hand a server, one that refuses connections."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+
+def free_port() -> int:
+    """A ``127.0.0.1`` port free now, for a server the test starts on it at once (nothing
+    holds it after: a test that needs a port where nothing listens takes
+    :func:`refused_port`)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @contextmanager

@@ -24,11 +24,11 @@ from tests.capture.daemon.test_frozen_network import BOUNDS
 from tests.capture.daemon.test_network_faults import (
     Case,
     _events,
-    _free_port,
     _health,
     _wait_for,
 )
 from tests.support import scenario as sc
+from tests.support.ports import free_port
 from tests.support.relay import FaultRelay, Link
 
 pytestmark = pytest.mark.integration
@@ -73,7 +73,7 @@ def test_a_frozen_chunk_read_is_503_and_the_load_resumes_within_the_bound(
     loaded: tuple[Case, FaultRelay],
 ) -> None:
     case, relay = loaded
-    port = _free_port()
+    port = free_port()
     through = make_conninfo(case.dsn, host="127.0.0.1", port=str(relay.port))
     relay.delay = 0.02  # a slow link, so that a chunk's COPY is seen while it runs
     daemon = case.daemon(

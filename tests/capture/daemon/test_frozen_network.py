@@ -30,10 +30,10 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from tests.capture.daemon.test_network_faults import (
     Case,
-    _free_port,
     _health,
     _wait_for,
 )
+from tests.support.ports import free_port
 from tests.support.relay import FaultRelay, Link
 
 pytestmark = pytest.mark.integration
@@ -91,7 +91,7 @@ def test_a_frozen_side_connection_never_stops_the_stream(
     relayed: tuple[Case, FaultRelay],
 ) -> None:
     case, relay = relayed
-    port = _free_port()
+    port = free_port()
     daemon = _start(case, relay, port)
     try:
         before = len(daemon.log())
@@ -122,7 +122,7 @@ def test_a_frozen_walsender_link_is_503_with_its_reason_and_the_stream_resumes(
     relayed: tuple[Case, FaultRelay],
 ) -> None:
     case, relay = relayed
-    port = _free_port()
+    port = free_port()
     through = make_conninfo(case.dsn, host="127.0.0.1", port=str(relay.port))
     env = {**BOUNDS, "WALCAST__SOURCE__RECEIVE_TIMEOUT": "8"}
     daemon = case.daemon("run", through, "--metrics-port", str(port), env=env)
@@ -174,7 +174,7 @@ def test_a_frozen_relay_is_503_while_stuck_and_the_stream_resumes_after_it(
     relayed: tuple[Case, FaultRelay],
 ) -> None:
     case, relay = relayed
-    port = _free_port()
+    port = free_port()
     daemon = _start(case, relay, port)
     try:
         assert _health(port)[0] == 200
@@ -214,7 +214,7 @@ def test_a_frozen_relay_is_503_while_stuck_and_the_stream_resumes_after_it(
 
 def test_sigterm_ends_a_daemon_behind_a_frozen_relay(relayed: tuple[Case, FaultRelay]) -> None:
     case, relay = relayed
-    daemon = _start(case, relay, _free_port())
+    daemon = _start(case, relay, free_port())
     try:
         relay.freeze()
         case.insert(10)  # waits in the slot

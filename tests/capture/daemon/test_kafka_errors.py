@@ -17,15 +17,10 @@ import psycopg
 import pytest
 
 from bench.kit.daemon import RunningDaemon, confirmed_lsn
+from tests.support.ports import free_port
 from tests.support.scenario import drop_slot, walcast
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_produce_test_stream_against_a_dead_broker_fails_in_one_line(refused: int) -> None:
@@ -100,7 +95,7 @@ def test_run_against_a_dead_broker_pauses_reports_once_and_stops_cleanly(
     dead = f"127.0.0.1:{refused}"
     tag = uuid.uuid4().hex[:8]
     table, pub, slot = f"dead_{tag}", f"dead_pub_{tag}", f"dead_slot_{tag}"
-    port = _free_port()
+    port = free_port()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
         conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")

@@ -32,6 +32,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from bench.kit import kafka as k
 from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from tests.support import scenario as sc
+from tests.support.ports import free_port
 from tests.support.proxy import CuttableProxy
 
 pytestmark = pytest.mark.integration
@@ -210,14 +211,6 @@ def _health(port: int) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read())
 
 
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_healthz_turns_503_while_kafka_is_away_in_every_mode(
     pg_dsn: str, tmp_path: Path, mode: str
@@ -225,7 +218,7 @@ def test_healthz_turns_503_while_kafka_is_away_in_every_mode(
     state = Path(f"/tmp/wc-net-{uuid.uuid4().hex[:6]}")  # a broker of this test's own
     bootstrap, env = _own_kafka(state)
     case = Case(pg_dsn, bootstrap, tmp_path)
-    port = _free_port()
+    port = free_port()
     extra = ["--metrics-port", str(port)]
     if mode == "exactly-once":
         extra.append("--exactly-once")

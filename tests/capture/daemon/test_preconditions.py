@@ -18,7 +18,6 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -34,6 +33,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bench.kit import kafka as k
 from bench.kit.daemon import RunningDaemon
+from tests.support.ports import free_port
 from tests.support.scenario import REPO, drop_slot, walcast
 
 pytestmark = pytest.mark.integration
@@ -258,12 +258,6 @@ def test_run_that_would_load_a_table_its_role_may_not_read_creates_no_slot(
 
 
 # -- every wait says so at once (issue 38.3) ----------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def at(event: dict) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 import time
 import urllib.request
 import uuid
@@ -25,6 +24,7 @@ from capture.formats.ibm.records import split_records
 from capture.lsn import parse_lsn
 from tests.support import scenario as sc
 from tests.support import test_decoding
+from tests.support.ports import free_port
 
 # The capture scenario's fixed tables and topics: one xdist worker runs these in turn.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("scenario")]
@@ -145,12 +145,6 @@ def test_scenario_reaches_kafka_in_every_format(
     assert ibm_records == sum(1 for e in events if e["op"] != "truncate")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _metric(text: str, name: str) -> float:
     for line in text.splitlines():
         if line.startswith((name + " ", name + "{")):
@@ -161,7 +155,7 @@ def _metric(text: str, name: str) -> float:
 def test_metrics_and_health_endpoints(pg_dsn: str, kafka_bootstrap: str, tmp_path: Path) -> None:
     tag = uuid.uuid4().hex[:8]
     table, pub, slot = f"m_{tag}", f"m_pub_{tag}", f"m_slot_{tag}"
-    port = _free_port()
+    port = free_port()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
         conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")

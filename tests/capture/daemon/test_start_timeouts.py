@@ -29,15 +29,10 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
+from tests.support.ports import free_port
 from tests.support.scenario import drop_slot, walcast
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _split(stderr: str) -> tuple[list[dict], list[str]]:
@@ -58,7 +53,7 @@ class ReopenableProxy:
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
-        self.port = _free_port()
+        self.port = free_port()
         self._server: socket.socket | None = None
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()

@@ -39,11 +39,11 @@ from tests.capture.daemon.test_network_faults import (
     SERVICES,
     Case,
     _events,
-    _free_port,
     _health,
     _own_kafka,
     _wait_for,
 )
+from tests.support.ports import free_port
 from tests.support.scenario import walcast
 
 pytestmark = pytest.mark.integration
@@ -92,7 +92,7 @@ def case(pg_dsn: str, kafka_bootstrap: str, tmp_path: Path) -> Iterator[Case]:
 
 
 def test_a_stopped_walsender_is_503_then_the_stream_resumes_after_sigcont(case: Case) -> None:
-    port = _free_port()
+    port = free_port()
     daemon = _streaming(case, case.dsn, port, source__receive_timeout="6")
     stopped: int | None = None
     try:
@@ -165,7 +165,7 @@ def test_a_stopped_broker_is_503_then_delivery_resumes_and_sigterm_is_honoured(
 ) -> None:
     bootstrap, broker = own_kafka
     case = Case(pg_dsn, bootstrap, tmp_path)
-    port = _free_port()
+    port = free_port()
     daemon = _streaming(case, pg_dsn, port)
     try:
         os.kill(broker, signal.SIGSTOP)

@@ -42,7 +42,8 @@ from psycopg.conninfo import make_conninfo
 
 from bench.kit import kafka as k
 from bench.kit.daemon import RunningDaemon
-from tests.support.failover import Node, free_port, pg_os_user
+from tests.support.failover import Node, pg_os_user
+from tests.support.ports import free_port
 from tests.support.scenario import REPO, walcast
 
 pytestmark = pytest.mark.integration

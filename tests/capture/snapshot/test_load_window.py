@@ -55,6 +55,7 @@ from capture.snapshot.reader import LoadHooks, ReadSnapshot
 from capture.source import ReplicationSource, SourceConfig
 from capture.state.progress import MemoryProgress
 from tests.support import failover
+from tests.support.ports import free_port
 from tests.support.scenario import drop_slot
 
 pytestmark = pytest.mark.integration
@@ -390,7 +391,7 @@ def sync_rep_server(pg_env: dict[str, str], pg_major: int) -> Iterator[str]:
     (root / "pg").mkdir(mode=0o700)
     if user is not None:
         shutil.chown(root / "pg", user, user)
-    node = failover.Node("race", Path(bin_dir), root / "pg", failover.free_port(), user)
+    node = failover.Node("race", Path(bin_dir), root / "pg", free_port(), user)
     try:
         node.run(
             node.bin / "initdb", "-D", node.data, "-A", "trust", "-U", failover.SUPERUSER,
