@@ -339,14 +339,14 @@ def test_the_slot_is_never_confirmed_past_an_uncommitted_transaction(case: Case)
         for r in read(case.bootstrap, [case.topic], committed=False)
     }
     assert len(samples) > 20, "too few samples with an open transaction"
-    behind = [s for s in samples if at_offset[s.stable] < s.confirmed]
-    decided = commits(case.bootstrap, case.transactional_id) if behind else []
-    ahead = [
+    past = [s for s in samples if at_offset[s.stable] < s.confirmed]
+    decided = commits(case.bootstrap, case.transactional_id) if past else []
+    violations = [
         (format_lsn(s.confirmed), format_lsn(at_offset[s.stable]))
-        for s in unexplained(behind, at_offset, decided)
+        for s in unexplained(past, at_offset, decided)
     ]
-    assert not ahead, f"slot confirmed past uncommitted transactions: {ahead[:5]}"
-    print(f"{len(samples)} samples, {len(behind) - len(ahead)} met a commit's markers on their way")
+    assert not violations, f"slot confirmed past uncommitted transactions: {violations[:5]}"
+    print(f"{len(samples)} samples, {len(past) - len(violations)} met markers on their way")
 
 
 def test_a_second_daemon_on_the_slot_is_refused_and_the_first_goes_on(case: Case) -> None:

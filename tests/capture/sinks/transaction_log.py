@@ -72,9 +72,9 @@ def now_ms() -> int:
 
 
 def unexplained(
-    behind: list[Sample], at_offset: dict[int, int], decided: list[Commit]
+    past: list[Sample], at_offset: dict[int, int], decided: list[Commit]
 ) -> list[Sample]:
-    """The samples of ``behind`` (the slot confirmed past the commit LSN of the message at
+    """The samples of ``past`` (the slot confirmed past the commit LSN of the message at
     ``stable``) that markers on their way do not explain.
 
     ``at_offset`` maps each data message's offset (read_uncommitted) to its commit LSN;
@@ -85,7 +85,7 @@ def unexplained(
     """
     return [
         s
-        for s in behind
+        for s in past
         if not (
             any(c.pending_markers(s.confirmed_by, s.open_at) for c in decided)
             and s.confirmed <= next_transaction_lsn(at_offset, s.stable)
