@@ -51,10 +51,10 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from bench.kit.daemon import RunningDaemon, current_lsn, wait_caught_up
 from bench.kit.fold import Change, Tables, drop_replays
+from tests.capture.sinks.committed_reader import messages
 from tests.support import failover as fo
 
 pytestmark = pytest.mark.integration
@@ -161,46 +161,17 @@ def read_topic(
     bootstrap: str, topic: str, *, committed: bool, timeout: float = 60
 ) -> list[Message]:
     """Every message of ``topic`` up to its end, at that isolation level, with timestamps."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"walcast-failover-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed" if committed else "read_uncommitted",
-        }
-    )
-    try:
-        metadata = consumer.list_topics(timeout=10)
-        if topic not in metadata.topics:
-            return []
-        partitions = [TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions]
-        consumer.assign(partitions)
-        pending = {p.partition for p in partitions}
-        found: list[Message] = []
-        deadline = time.monotonic() + timeout
-        while pending:
-            assert time.monotonic() < deadline, f"timed out reading {topic}"
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    pending.discard(message.partition())
-                    continue
-                raise RuntimeError(message.error().str())
-            found.append(
-                Message(
-                    message.topic(), message.partition(), message.offset(),
-                    message.timestamp()[1],
-                    {k: v.decode() for k, v in (message.headers() or []) if v is not None},
-                    orjson.loads(message.value()),
-                )
-            )  # fmt: skip
-        return found
-    finally:
-        consumer.close()
+    return [
+        Message(
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            message.timestamp()[1],
+            {k: v.decode() for k, v in (message.headers() or []) if v is not None},
+            orjson.loads(message.value()),
+        )
+        for message in messages(bootstrap, [topic], committed=committed, timeout=timeout)
+    ]
 
 
 # -- one failover ---------------------------------------------------------------------------------

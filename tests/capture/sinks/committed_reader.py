@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from bench.kit.kafka import Record
 
 
-def read(
+def messages(
     bootstrap: str, topics: list[str], *, committed: bool = True, timeout: float = 60
-) -> list[Record]:
-    """Every message of ``topics`` a reader at that isolation level sees, up to the end.
+) -> Iterator[Message]:
+    """Every message of ``topics`` a reader at that isolation level sees, up to the end, as
+    the client gives it (timestamps included).
 
     The end is where such a reader stops: the high watermark for read_uncommitted, the last
-    stable offset (before the first open transaction) for read_committed.
+    stable offset (before the first open transaction) for read_committed. A topic that does
+    not exist has no messages.
     """
     consumer = Consumer(
         {
@@ -36,10 +39,9 @@ def read(
             for p in metadata.topics[t].partitions
         ]
         if not partitions:
-            return []
+            return
         consumer.assign(partitions)
         pending = {(tp.topic, tp.partition) for tp in partitions}
-        records: list[Record] = []
         deadline = time.monotonic() + timeout
         while pending:
             assert time.monotonic() < deadline, f"timed out reading {sorted(pending)}"
@@ -52,13 +54,23 @@ def read(
                     pending.discard((message.topic(), message.partition()))
                     continue
                 raise RuntimeError(error.str())
-            records.append(
-                Record(
-                    message.topic(), message.partition(), message.offset(), message.key(),
-                    message.value(),
-                    {k: v.decode() for k, v in (message.headers() or []) if v is not None},
-                )
-            )  # fmt: skip
-        return records
+            yield message
     finally:
         consumer.close()
+
+
+def read(
+    bootstrap: str, topics: list[str], *, committed: bool = True, timeout: float = 60
+) -> list[Record]:
+    """Every message of ``topics`` a reader at that isolation level sees (:func:`messages`)."""
+    return [
+        Record(
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            message.key(),
+            message.value(),
+            {k: v.decode() for k, v in (message.headers() or []) if v is not None},
+        )
+        for message in messages(bootstrap, topics, committed=committed, timeout=timeout)
+    ]

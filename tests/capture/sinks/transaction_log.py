@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import struct
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Final
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from tests.capture.sinks.committed_reader import messages
 
 TOPIC: Final = "__transaction_state"
 PREPARE_COMMIT: Final = 2
@@ -124,46 +123,14 @@ def commits(bootstrap: str, transactional_id: str, *, timeout: float = 60) -> li
 
 
 def _states(bootstrap: str, transactional_id: str, timeout: float) -> list[tuple[int, int]]:
-    """(state, append time in ms) of every record of ``transactional_id``, in log order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"walcast-txn-log-test-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
+    """(state, append time in ms) of every record of ``transactional_id``, in log order (one
+    transactional id lives in one partition)."""
     wanted = _key(transactional_id)
-    try:
-        topic = consumer.list_topics(TOPIC, timeout=10).topics.get(TOPIC)
-        missing = f"{TOPIC} not found on {bootstrap}: no transaction ever began there"
-        assert topic is not None, missing
-        assert topic.error is None, missing
-        assert topic.partitions, missing
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in topic.partitions])
-        pending = set(topic.partitions)
-        states: list[tuple[int, int]] = []
-        deadline = time.monotonic() + timeout
-        while pending:
-            assert time.monotonic() < deadline, f"timed out reading {TOPIC}"
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(message.partition())
-                    continue
-                raise RuntimeError(f"{TOPIC}: {error.str()}")
-            value = message.value()
-            if message.key() != wanted or value is None:
-                continue
-            _kind, appended_ms = message.timestamp()
-            # One transactional id lives in one partition, read in offset order.
-            states.append((_state(value), appended_ms))
-        return states
-    finally:
-        consumer.close()
+    return [
+        (_state(value), message.timestamp()[1])
+        for message in messages(bootstrap, [TOPIC], committed=False, timeout=timeout)
+        if message.key() == wanted and (value := message.value()) is not None
+    ]
 
 
 def _key(transactional_id: str) -> bytes:
