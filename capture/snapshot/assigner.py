@@ -228,6 +228,8 @@ class ChunkAssigner:
     def read_failed(self, load: TableLoad, chunk: Chunk, exc: BaseException) -> None:
         """``chunk``'s read failed: the table was dropped (its load ends), or an error."""
         load.in_flight -= 1
+        if isinstance(exc, WalcastError):  # the reader's own one line (its key changed)
+            raise exc
         dsn = self.conn.dsn
         if isinstance(exc, psycopg.errors.UndefinedTable) or (
             "could not open relation with OID" in str(exc)

@@ -101,10 +101,15 @@ def next_upper(
     return tuple(str(v) for v in row)
 
 
-def copy_query(chunk: Chunk) -> sql.Composed:
-    """``COPY (SELECT <published columns> FROM … WHERE <range>) TO STDOUT``."""
+def copy_query(chunk: Chunk, layout: TableLayout | None = None) -> sql.Composed:
+    """``COPY (SELECT <published columns> FROM … WHERE <range>) TO STDOUT``.
+
+    The columns are ``layout``'s (the table's in the read's snapshot; default: the planned
+    one), the range is the chunk's key's.
+    """
     table = chunk.table
-    columns = sql.SQL(", ").join(sql.Identifier(c[0]) for c in table.columns)
+    read = layout if layout is not None else table
+    columns = sql.SQL(", ").join(sql.Identifier(c[0]) for c in read.columns)
     select = sql.SQL("SELECT {} FROM {}{}").format(
         columns, _relation(table), _where(table, chunk.lower, chunk.upper)
     )

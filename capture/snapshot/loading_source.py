@@ -253,7 +253,11 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
             return
         if self._pool is None:
             self._pool = ReaderPool(
-                self._dsn, self.settings.workers, count_rows=self._count_rows, hooks=self._hooks
+                self._dsn,
+                self.settings.workers,
+                publications=self.publications,
+                count_rows=self._count_rows,
+                hooks=self._hooks,
             )
         while len(self._in_flight) < self.settings.workers:
             planned = self._assigner.next_chunk()
@@ -312,7 +316,9 @@ class LoadingSource(SourceWrapper[ReplicationSource]):
             return
         outcome = yield from self._splice.insert(read, message.lsn, load.name)
         if isinstance(outcome, Raced):
-            log.info("snapshot_chunk_reread", table=load.name, chunk=chunk.number)
+            log.info(
+                "snapshot_chunk_reread", table=load.name, chunk=chunk.number, reason=outcome.reason
+            )
             self._submit(chunk, load)
         elif isinstance(outcome, ReadFailed):
             self._assigner.read_failed(load, chunk, outcome.error)

@@ -9,11 +9,25 @@ For a chunk, a reader:
    snapshot's ``pg_current_snapshot()`` (which transactions it sees) and
    ``pg_current_wal_insert_lsn()`` (a WAL position every visible transaction committed
    before);
-3. optionally counts the chunk's rows in that snapshot (for formats that state a
+3. reads the table's **layout in that snapshot** (its columns as the rows it sees have
+   them: :func:`capture.replication.catalog.table_layout`, whose catalog queries see what
+   the snapshot sees), and reads those columns;
+4. optionally counts the chunk's rows in that snapshot (for formats that state a
    transaction's size up front);
-4. streams ``COPY (SELECT …) TO STDOUT`` and hands the rows on in batches through a bounded
+5. streams ``COPY (SELECT …) TO STDOUT`` and hands the rows on in batches through a bounded
    queue, so a reader never holds more than :data:`QUEUE_BATCHES` batches;
-5. commits.
+6. commits.
+
+**DDL during a load.** A table's layout is read for each chunk, not once per load: an
+``ALTER TABLE … ADD COLUMN`` committed before a chunk's snapshot is in that chunk's rows
+(with the values later updates gave it, which the stream carried before the chunk), and one
+committed after it is not (the rows the snapshot sees hold the column's DEFAULT, which the
+layout record's ``missing`` names). A ``DROP`` or ``RENAME COLUMN`` committed between the
+snapshot and the ``COPY``'s lock makes the ``COPY`` name a column the table no longer
+has: the splice reads the chunk again (:class:`~capture.snapshot.splice.Raced`), in a
+snapshot that sees the change. A chunk key that changed (its column renamed or dropped, a
+new primary key) stops the load of the table with one line: its chunks' bounds no longer
+name the rows.
 
 The transaction lives as long as one chunk's read (and, when the stream lags behind, until
 the stream reaches the low watermark and drains the queue): it never spans the load.
@@ -38,7 +52,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Final
@@ -46,7 +60,10 @@ from typing import Any, Final
 import orjson
 import psycopg
 
+from capture.errors import WalcastError
 from capture.lsn import parse_lsn
+from capture.replication import catalog
+from capture.replication.catalog import TableLayout
 from capture.replication.connect import connect
 from capture.replication.session import Purpose
 from capture.snapshot.chunks import Chunk, copy_query, count_query
@@ -124,7 +141,8 @@ NO_HOOKS: Final = LoadHooks()
 class ChunkRead:
     """One chunk handed to a reader; its results arrive on ``results``.
 
-    ``results`` carries, in order: ``("snapshot", ReadSnapshot, count | None)``, then
+    ``results`` carries, in order: ``("snapshot", ReadSnapshot, count | None, TableLayout)``
+    (the table's layout in the read's snapshot: the columns of its rows), then
     ``("rows", [row, …])`` batches, then ``("end", rows)``; or ``("error", exception)`` at
     any point. The coordinator reads ``results`` only once the stream reached the chunk's
     watermark; a read that failed before writing it (no connection, the emit refused) has no
@@ -153,9 +171,16 @@ class ReaderPool:
     """``workers`` daemon threads reading chunks; each keeps one connection."""
 
     def __init__(
-        self, dsn: str, workers: int, *, count_rows: bool, hooks: LoadHooks = NO_HOOKS
+        self,
+        dsn: str,
+        workers: int,
+        *,
+        publications: Sequence[str],
+        count_rows: bool,
+        hooks: LoadHooks = NO_HOOKS,
     ) -> None:
         self._dsn = dsn
+        self._publications = list(publications)
         self._jobs: queue.Queue[ChunkRead | None] = queue.Queue()
         self._count_rows = count_rows
         self._hooks = hooks
@@ -212,15 +237,16 @@ class ReaderPool:
             ).fetchone()
             assert row is not None
             snapshot = hooks.after_snapshot(job.chunk, ReadSnapshot.parse(str(row[0]), str(row[1])))
+            layout = self._layout(conn, job.chunk)
             count = None
             if self._count_rows:
                 counted = conn.execute(count_query(job.chunk)).fetchone()
                 count = int(counted[0]) if counted else 0
-            if not _put(job, ("snapshot", snapshot, count)):
+            if not _put(job, ("snapshot", snapshot, count, layout)):
                 return
             rows = 0
             batch: list[Row] = []
-            with conn.cursor().copy(copy_query(job.chunk)) as copy:
+            with conn.cursor().copy(copy_query(job.chunk, layout)) as copy:
                 for line in split_rows(copy):
                     batch.append(row_values(line))
                     if len(batch) >= BATCH_ROWS:
@@ -235,6 +261,27 @@ class ReaderPool:
         finally:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.UNKNOWN:
                 conn.execute("ROLLBACK")
+
+    def _layout(self, conn: psycopg.Connection[Any], chunk: Chunk) -> TableLayout:
+        """The table's layout in the read's snapshot.
+
+        The planned one if the snapshot does not see the table (the ``COPY`` then fails as
+        for a dropped table). Raises a WalcastError when its chunk key is not the planned
+        one: the chunks' bounds are values of the planned key.
+        """
+        planned = chunk.table
+        layout = catalog.table_layout(conn, planned.relation_id, self._publications)
+        if layout is None:
+            return planned
+        if layout.chunk_key != planned.chunk_key:
+            was, now = ", ".join(planned.chunk_key) or "none", ", ".join(layout.chunk_key) or "none"
+            raise WalcastError(
+                f"load of {planned.qualified_name}: its key changed during the load ({was} → "
+                f"{now}), and the load's chunks are ranges of the old one",
+                hint="restart walcast: the table's load goes on from its last confirmed chunk, "
+                "planned by the key it has then",
+            )
+        return layout
 
 
 def _put(job: ChunkRead, item: tuple[Any, ...]) -> bool:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Generator
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
+import psycopg
 from psycopg import sql
 
 from capture.errors import ConnectionLostError, WalcastError
@@ -107,7 +108,13 @@ class Spliced:
 
 @dataclass(frozen=True, slots=True)
 class Raced:
-    """The read missed a transaction the stream had already sent: read the chunk again."""
+    """Read the chunk again: its read missed a transaction, or a column's DDL came late.
+
+    The read's snapshot missed a transaction the stream had already sent, or a DROP or
+    RENAME COLUMN came between its snapshot and its ``COPY``.
+    """
+
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,22 +213,26 @@ class Splice:
         first = self._next_result(read)
         if first[0] == "error":
             return ReadFailed(first[1])
-        _, snapshot, count = first
+        _, snapshot, count, layout = first
         # The message's LSN is the END of its WAL record, which is where the commit record
         # of the next transaction may start: one less sorts after every commit before the
         # watermark and before every commit after it, and equals none of them.
         low = message_lsn - 1
         if self._raced(low, chunk.table.relation_id, snapshot):
             drain(read, self.keep_alive)
-            return Raced()
-        table = self._table(chunk.table)
+            return Raced("a transaction committed before its watermark was not in its snapshot")
+        result = self._next_result(read)
+        if result[0] == "error" and isinstance(result[1], psycopg.errors.UndefinedColumn):
+            # DROP or RENAME COLUMN between the snapshot and the COPY's lock (reader module)
+            drain(read, self.keep_alive)
+            return Raced("a column of its snapshot's layout was dropped or renamed")
+        table = self._table(layout)
         commit_ts = time.time_ns() // 1000 - PG_EPOCH_US
         yield TransactionBegin(0, low, commit_ts, count)
         ordinal = 0
         width = len(table.columns)
         all_text = b"t" * width
         while True:
-            result = self._next_result(read)
             if result[0] == "rows":
                 for values in result[1]:
                     ordinal += 1
@@ -236,17 +247,18 @@ class Splice:
                         Op.SNAPSHOT, table, None, Image(table, TupleData(kinds, values)),
                         0, low, commit_ts, ordinal,
                     )  # fmt: skip
-            elif result[0] == "end":
+                result = self._next_result(read)
+                continue
+            if result[0] == "end":
                 break
-            else:
-                unreadable = unreadable_text(result[1], name, self.conn.dsn)
-                if unreadable is not None:
-                    raise unreadable
-                raise ConnectionLostError(
-                    f"load of {name} failed while reading chunk {chunk.number}: "
-                    f"{describe(result[1], self.conn.dsn)}",
-                    hint="walcast retries the chunk",
-                )
+            unreadable = unreadable_text(result[1], name, self.conn.dsn)
+            if unreadable is not None:
+                raise unreadable
+            raise ConnectionLostError(
+                f"load of {name} failed while reading chunk {chunk.number}: "
+                f"{describe(result[1], self.conn.dsn)}",
+                hint="walcast retries the chunk",
+            )
         yield TransactionCommit(0, low, low, commit_ts, ordinal)
         window = None
         if not chunk.table.chunk_key:
@@ -292,7 +304,7 @@ class Splice:
     def _table(self, layout: TableLayout) -> Table:
         """The table as a Relation message would describe it (once per layout read)."""
         cached = self._tables.get(layout.relation_id)
-        if cached is not None and cached[0] is layout:
+        if cached is not None and _same_relation(cached[0], layout):
             return cached[1]
         types = self.conn.run(
             f"naming the types of {layout.qualified_name}",
@@ -365,6 +377,16 @@ class Splice:
             event.op, table, event.before, filled, event.xid, event.commit_lsn,
             event.commit_ts, event.ordinal,
         )  # fmt: skip
+
+
+def _same_relation(a: TableLayout, b: TableLayout) -> bool:
+    """Whether a Relation message would describe both layouts alike.
+
+    Each chunk's read brings its own layout; the Table is built again only when it changed.
+    """
+    return (a.schema, a.name, a.replica_identity, a.columns) == (
+        b.schema, b.name, b.replica_identity, b.columns,
+    )  # fmt: skip
 
 
 def _kinds(values: tuple[bytes | None, ...]) -> bytes:

@@ -45,7 +45,7 @@ import psycopg
 import pytest
 
 from bench.kit.fold import Change, Tables
-from capture.assembly import primary_key_resolver
+from capture.assembly import column_resolver, primary_key_resolver
 from capture.errors import ConnectionLostError, WalcastError
 from capture.events import ChangeEvent, LogicalMessageEvent, TransactionCommit
 from capture.replication.side import SideConnection
@@ -280,7 +280,9 @@ def load(
     side = SideConnection(dsn)
     items: list[Any] = []
     try:
-        replication = ReplicationSource(config, key_resolver=primary_key_resolver(side))
+        replication = ReplicationSource(
+            config, key_resolver=primary_key_resolver(side), column_resolver=column_resolver(side)
+        )
         progress = MemoryProgress()
         record_initial_load(progress)
         delivered = [0]
