@@ -13,8 +13,9 @@ stream (the source tells it what the stream asked for and what the splice insert
   is not loaded twice.
 * **Chunks** are handed out in table order, then key order (:meth:`ChunkAssigner.next_chunk`):
   a table's layout is read when its first chunk is planned, and each chunk's upper bound just
-  before the chunk is handed out (:func:`~capture.snapshot.chunks.next_upper`). A table without
-  a key is one chunk.
+  before the chunk is handed out (:func:`~capture.snapshot.chunks.next_upper`; when DDL
+  waits for the table's lock, the chunk is planned at a later poll:
+  :func:`~capture.snapshot.chunks.upper_unless_locked`). A table without a key is one chunk.
 * **Records**: a chunk the splice inserted into the stream (:meth:`ChunkAssigner.spliced`, at
   its low watermark) is counted once Kafka confirmed that position
   (:meth:`ChunkAssigner.count_delivered`) and every earlier chunk of its table: the table's
@@ -42,7 +43,7 @@ from capture.load_mode import DEFAULT_CHUNK_ROWS, DEFAULT_WORKERS, SnapshotMode
 from capture.lsn import format_lsn
 from capture.replication import catalog
 from capture.replication.catalog import TableLayout
-from capture.snapshot.chunks import Bound, Chunk, next_upper
+from capture.snapshot.chunks import Bound, Chunk, Locked, upper_unless_locked
 from capture.snapshot.connection import LoadConnection, TableGone, describe, unreadable_text
 from capture.state.progress import KeylessWindow, ProgressStore, TableProgress
 
@@ -190,6 +191,8 @@ class ChunkAssigner:
             except TableGone as gone:
                 self._dropped(load, str(gone))
                 continue
+            if isinstance(upper, Locked):  # DDL waits for a reader: plan at a later poll
+                return None
             chunk = Chunk(layout, load.next_number, load.next_lower, upper, load.request)
             load.next_number += 1
             load.next_lower = upper
@@ -398,11 +401,11 @@ class ChunkAssigner:
             self.progress.save(load.progress)
         return layout
 
-    def _planned_upper(self, load: TableLoad, layout: TableLayout) -> Bound | None:
+    def _planned_upper(self, load: TableLoad, layout: TableLayout) -> Bound | Locked | None:
         return self.conn.run(
             f"planning the next chunk of {load.name}",
             functools.partial(
-                next_upper,
+                upper_unless_locked,
                 table=layout,
                 lower=load.next_lower,
                 chunk_rows=self.settings.chunk_rows,

@@ -18,7 +18,7 @@ Every identifier and literal reaches SQL through :mod:`psycopg.sql`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
@@ -114,6 +114,50 @@ def copy_query(chunk: Chunk, layout: TableLayout | None = None) -> sql.Composed:
         columns, _relation(table), _where(table, chunk.lower, chunk.upper)
     )
     return sql.SQL("COPY ({}) TO STDOUT").format(select)
+
+
+PLANNING_LOCK_TIMEOUT = "100ms"
+"""How long planning a chunk waits for the table's lock before it tries at the next poll."""
+
+
+def upper_unless_locked(
+    conn: psycopg.Connection[Any], table: TableLayout, lower: Bound | None, chunk_rows: int
+) -> Bound | Locked | None:
+    """:func:`next_upper`, or :data:`LOCKED` when the table's lock is not granted at once.
+
+    The coordinator plans chunks between polls of the stream, and a reader holds the
+    table's lock until the stream reaches its watermark and the coordinator takes its rows.
+    DDL that waits for that lock makes every later lock of the table wait behind it: a
+    planning query that waited too would never be answered (the reader waits for the
+    coordinator, the DDL for the reader, the coordinator for the DDL). So it waits
+    :data:`PLANNING_LOCK_TIMEOUT` at most, and the coordinator goes on with the stream.
+    """
+    try:
+        with conn.transaction():
+            conn.execute(
+                sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(PLANNING_LOCK_TIMEOUT))
+            )
+            return next_upper(conn, table, lower, chunk_rows)
+    except psycopg.errors.LockNotAvailable:
+        return LOCKED
+
+
+class Locked:
+    """The type of :data:`LOCKED`."""
+
+
+LOCKED: Final = Locked()
+"""The table's lock was not granted in time: plan the chunk at a later poll."""
+
+
+def lock_query(chunk: Chunk) -> sql.Composed:
+    """A query that reads nothing and takes the ``ACCESS SHARE`` lock its read would take.
+
+    It references no column, so a role with SELECT on some columns only may run it (as it
+    may run the ``COPY`` of those columns); column DDL waits for the lock until the read's
+    transaction ends.
+    """
+    return sql.SQL("SELECT FROM {} WHERE false").format(_relation(chunk.table))
 
 
 def count_query(chunk: Chunk) -> sql.Composed:

@@ -9,25 +9,42 @@ For a chunk, a reader:
    snapshot's ``pg_current_snapshot()`` (which transactions it sees) and
    ``pg_current_wal_insert_lsn()`` (a WAL position every visible transaction committed
    before);
-3. reads the table's **layout in that snapshot** (its columns as the rows it sees have
+3. takes the table's ``ACCESS SHARE`` lock (:func:`~capture.snapshot.chunks.lock_query`),
+   waiting :data:`READ_LOCK_TIMEOUT` at most (else the chunk is read again: below), and
+   checks that no DDL of the table committed after the snapshot (below);
+4. reads the table's **layout in that snapshot** (its columns as the rows it sees have
    them: :func:`capture.replication.catalog.table_layout`, whose catalog queries see what
    the snapshot sees), and reads those columns;
-4. optionally counts the chunk's rows in that snapshot (for formats that state a
+5. optionally counts the chunk's rows in that snapshot (for formats that state a
    transaction's size up front);
-5. streams ``COPY (SELECT …) TO STDOUT`` and hands the rows on in batches through a bounded
+6. streams ``COPY (SELECT …) TO STDOUT`` and hands the rows on in batches through a bounded
    queue, so a reader never holds more than :data:`QUEUE_BATCHES` batches;
-6. commits.
+7. commits.
 
 **DDL during a load.** A table's layout is read for each chunk, not once per load: an
 ``ALTER TABLE … ADD COLUMN`` committed before a chunk's snapshot is in that chunk's rows
-(with the values later updates gave it, which the stream carried before the chunk), and one
-committed after it is not (the rows the snapshot sees hold the column's DEFAULT, which the
-layout record's ``missing`` names). A ``DROP`` or ``RENAME COLUMN`` committed between the
-snapshot and the ``COPY``'s lock makes the ``COPY`` name a column the table no longer
-has: the splice reads the chunk again (:class:`~capture.snapshot.splice.Raced`), in a
-snapshot that sees the change. A chunk key that changed (its column renamed or dropped, a
-new primary key) stops the load of the table with one line: its chunks' bounds no longer
-name the rows.
+(with the values later updates gave it, which the stream carried before the chunk). The
+snapshot is taken before the lock (it must follow the watermark, and a ``REPEATABLE READ``
+snapshot is the first statement's), so DDL may commit between the two: then the ``COPY``
+would parse against a catalog the snapshot does not see (a dropped or renamed column named,
+an added one read under another's name), and a table rewritten by ``ALTER … TYPE`` looks
+empty to an older snapshot (PostgreSQL: such rewrites are not MVCC-safe). Once the lock is
+held, no DDL of the table can commit until the read ends, and a row of ``pg_class`` or
+``pg_attribute`` for the table whose visible version was replaced by a transaction the
+snapshot does not see (its ``xmax``) says DDL came in between: the reader stops before
+reading (``("changed", reason)``) and the splice reads the chunk again
+(:class:`~capture.snapshot.splice.Raced`), in a snapshot that sees the change. An aborted
+DDL's ``xmax`` stays on the rows; it is older than a later snapshot's ``xmin``, so it
+makes a chunk read again at most while it is recent. A chunk key that changed (its column
+renamed or dropped, a new primary key) stops the load of the table with one line: its
+chunks' bounds no longer name the rows.
+
+**Locks.** A read holds the table's lock until the coordinator has taken its rows, at its
+watermark. DDL waiting for that lock makes every later lock of the table wait behind it,
+so nothing that the coordinator waits for may wait for the lock: a read of an earlier
+watermark gives its chunk up after :data:`READ_LOCK_TIMEOUT` (:func:`_locked`), and the
+coordinator's planning of a chunk after a moment
+(:func:`~capture.snapshot.chunks.upper_unless_locked`).
 
 The transaction lives as long as one chunk's read (and, when the stream lags behind, until
 the stream reaches the low watermark and drains the queue): it never spans the load.
@@ -59,6 +76,7 @@ from typing import Any, Final
 
 import orjson
 import psycopg
+from psycopg import sql
 
 from capture.errors import WalcastError
 from capture.lsn import parse_lsn
@@ -66,7 +84,7 @@ from capture.replication import catalog
 from capture.replication.catalog import TableLayout
 from capture.replication.connect import connect
 from capture.replication.session import Purpose
-from capture.snapshot.chunks import Chunk, copy_query, count_query
+from capture.snapshot.chunks import Chunk, copy_query, count_query, lock_query
 from capture.snapshot.copytext import row_values, split_rows
 
 WATERMARK_PREFIX: Final = "walcast.snapshot.watermark"
@@ -143,11 +161,13 @@ class ChunkRead:
 
     ``results`` carries, in order: ``("snapshot", ReadSnapshot, count | None, TableLayout)``
     (the table's layout in the read's snapshot: the columns of its rows), then
-    ``("rows", [row, …])`` batches, then ``("end", rows)``; or ``("error", exception)`` at
-    any point. The coordinator reads ``results`` only once the stream reached the chunk's
-    watermark; a read that failed before writing it (no connection, the emit refused) has no
-    watermark to wait for, so it also sets ``failed_early``, which the coordinator checks
-    on every poll (a load never stalls silently).
+    ``("rows", [row, …])`` batches, then ``("end", rows)``; or ``("changed", reason)``
+    alone (DDL of the table committed after the snapshot: read the chunk again); or
+    ``("error", exception)`` at any point. The coordinator reads ``results`` only once the
+    stream reached the chunk's watermark; a read that failed before writing it (no
+    connection, the emit refused) has no watermark to wait for, so it also sets
+    ``failed_early``, which the coordinator checks on every poll (a load never stalls
+    silently).
     """
 
     chunk: Chunk
@@ -237,6 +257,13 @@ class ReaderPool:
             ).fetchone()
             assert row is not None
             snapshot = hooks.after_snapshot(job.chunk, ReadSnapshot.parse(str(row[0]), str(row[1])))
+            if not _locked(conn, job.chunk):
+                _put(job, ("changed", "DDL waits for the table's lock, behind another read"))
+                return
+            changed = _changed_since(conn, job.chunk, snapshot)
+            if changed is not None:
+                _put(job, ("changed", changed))
+                return
             layout = self._layout(conn, job.chunk)
             count = None
             if self._count_rows:
@@ -282,6 +309,52 @@ class ReaderPool:
                 "planned by the key it has then",
             )
         return layout
+
+
+READ_LOCK_TIMEOUT: Final = "1s"
+"""How long a read waits for the table's lock before it gives its chunk up, to be read again."""
+
+
+def _locked(conn: psycopg.Connection[Any], chunk: Chunk) -> bool:
+    """Take the table's lock for the read; False when not granted in :data:`READ_LOCK_TIMEOUT`.
+
+    DDL waiting for the lock of a read whose watermark comes later makes every later lock
+    wait behind it; a read of an earlier watermark that waited for the lock would wait for
+    the coordinator, which waits for it at its watermark (a deadlock PostgreSQL cannot see).
+    Given up, the chunk is read again behind a new watermark, after the later one.
+    """
+    conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(READ_LOCK_TIMEOUT)))
+    try:
+        conn.execute(lock_query(chunk))
+    except psycopg.errors.LockNotAvailable:
+        return False
+    conn.execute("SET LOCAL lock_timeout = 0")
+    return True
+
+
+def _changed_since(
+    conn: psycopg.Connection[Any], chunk: Chunk, snapshot: ReadSnapshot
+) -> str | None:
+    """Why the table's catalog changed after ``snapshot`` (None: it did not).
+
+    Run with the table's lock held: the visible versions of its ``pg_class`` row and
+    ``pg_attribute`` rows, replaced by a transaction ``snapshot`` does not see, were replaced
+    by DDL that committed after the snapshot (it cannot still be running: it would hold the
+    lock), or that aborted recently.
+    """
+    rows = conn.execute(
+        "SELECT 'pg_class', xmax::text FROM pg_class WHERE oid = %(t)s "
+        "UNION ALL SELECT 'pg_attribute', xmax::text FROM pg_attribute WHERE attrelid = %(t)s",
+        {"t": chunk.table.relation_id},
+    ).fetchall()
+    for catalog_table, xmax in rows:
+        xid = int(xmax)
+        if xid and not snapshot.sees(xid):
+            return (
+                f"DDL of the table (transaction {xid}, {catalog_table}) committed after the "
+                "read's snapshot"
+            )
+    return None
 
 
 def _put(job: ChunkRead, item: tuple[Any, ...]) -> bool:

@@ -27,7 +27,6 @@ from collections.abc import Callable, Generator
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
-import psycopg
 from psycopg import sql
 
 from capture.errors import ConnectionLostError, WalcastError
@@ -108,10 +107,10 @@ class Spliced:
 
 @dataclass(frozen=True, slots=True)
 class Raced:
-    """Read the chunk again: its read missed a transaction, or a column's DDL came late.
+    """Read the chunk again: its read missed a transaction, or DDL came in between.
 
-    The read's snapshot missed a transaction the stream had already sent, or a DROP or
-    RENAME COLUMN came between its snapshot and its ``COPY``.
+    The read's snapshot missed a transaction the stream had already sent, or DDL of the
+    table committed between the snapshot and the read's lock (:mod:`capture.snapshot.reader`).
     """
 
     reason: str
@@ -213,6 +212,9 @@ class Splice:
         first = self._next_result(read)
         if first[0] == "error":
             return ReadFailed(first[1])
+        if first[0] == "changed":  # DDL between the read's snapshot and its lock
+            drain(read, self.keep_alive)
+            return Raced(first[1])
         _, snapshot, count, layout = first
         # The message's LSN is the END of its WAL record, which is where the commit record
         # of the next transaction may start: one less sorts after every commit before the
@@ -221,11 +223,6 @@ class Splice:
         if self._raced(low, chunk.table.relation_id, snapshot):
             drain(read, self.keep_alive)
             return Raced("a transaction committed before its watermark was not in its snapshot")
-        result = self._next_result(read)
-        if result[0] == "error" and isinstance(result[1], psycopg.errors.UndefinedColumn):
-            # DROP or RENAME COLUMN between the snapshot and the COPY's lock (reader module)
-            drain(read, self.keep_alive)
-            return Raced("a column of its snapshot's layout was dropped or renamed")
         table = self._table(layout)
         commit_ts = time.time_ns() // 1000 - PG_EPOCH_US
         yield TransactionBegin(0, low, commit_ts, count)
@@ -233,6 +230,7 @@ class Splice:
         width = len(table.columns)
         all_text = b"t" * width
         while True:
+            result = self._next_result(read)
             if result[0] == "rows":
                 for values in result[1]:
                     ordinal += 1
@@ -247,7 +245,6 @@ class Splice:
                         Op.SNAPSHOT, table, None, Image(table, TupleData(kinds, values)),
                         0, low, commit_ts, ordinal,
                     )  # fmt: skip
-                result = self._next_result(read)
                 continue
             if result[0] == "end":
                 break

@@ -263,7 +263,12 @@ def shared(pg_dsn: str, pg_major: int) -> Iterator[Published]:
 
 
 def load(
-    published: Published, hooks: LoadHooks, *, receive_timeout: float | None = None
+    published: Published,
+    hooks: LoadHooks,
+    *,
+    receive_timeout: float | None = None,
+    workers: int = 1,
+    tables: tuple[str, ...] = ("k", "bag"),
 ) -> list[Any]:
     """Everything the loading source yields, from the slot's creation until the load is
     done and a message written after it arrived."""
@@ -291,7 +296,7 @@ def load(
             dsn=dsn,
             slot=slot,
             publications=[published.publication],
-            settings=LoadSettings("initial", workers=1, chunk_rows=CHUNK_ROWS),
+            settings=LoadSettings("initial", workers=workers, chunk_rows=CHUNK_ROWS),
             progress=progress,
             delivered_lsn=lambda: delivered[0],
             hooks=hooks,
@@ -305,15 +310,19 @@ def load(
                     items.append(item)
                     if isinstance(item, TransactionCommit):  # "delivered" once yielded
                         delivered[0] = max(delivered[0], item.commit_lsn)
-                    arrived |= isinstance(item, LogicalMessageEvent) and item.prefix == END_PREFIX
+                    arrived |= (  # this load's end: every slot of the database has messages
+                        isinstance(item, LogicalMessageEvent)
+                        and item.prefix == END_PREFIX
+                        and item.content == slot.encode()
+                    )
                 if not ended and not source.loading:
                     ended = True
                     with psycopg.connect(dsn, autocommit=True) as conn:
                         conn.execute(
-                            "SELECT pg_logical_emit_message(false, %s, 'x')", (END_PREFIX,)
+                            "SELECT pg_logical_emit_message(false, %s, %s)", (END_PREFIX, slot)
                         )
             states = {r.table.rpartition(".")[2]: r.state for r in progress.records.values()}
-            assert states == {"*": "done", "k": "done", "bag": "done"}, progress.records
+            assert states == dict.fromkeys(("*", *tables), "done"), progress.records
         finally:
             source.close()
     finally:
