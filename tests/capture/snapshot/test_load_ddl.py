@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -47,7 +46,7 @@ from capture.snapshot import reader
 from capture.snapshot.chunks import LOCKED, Chunk, upper_unless_locked
 from capture.snapshot.reader import LoadHooks, ReadSnapshot
 from pipeline.column_numbers import image_renames
-from tests.capture.snapshot.test_load_window import Published, load, unpublish
+from tests.capture.snapshot.test_load_window import Published, load, publish, unpublish
 
 pytestmark = pytest.mark.integration
 
@@ -114,19 +113,7 @@ class Altering(LoadHooks):
 def published(pg_dsn: str, pg_major: int) -> Iterator[Published]:
     if pg_major < 14:
         pytest.skip("loads need PostgreSQL 14 (the refusal: test_versions.py)")
-    tag = uuid.uuid4().hex[:8]
-    schema, publication = f"ld_{tag}", f"ld_pub_{tag}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-        conn.execute(f"CREATE TABLE {schema}.k (id int PRIMARY KEY, v text, w int)")
-        conn.execute(
-            f"INSERT INTO {schema}.k SELECT 2 * g, 'v' || 2 * g, g FROM generate_series(1, 30) g"
-        )
-        conn.execute(f"CREATE TABLE {schema}.bag (x int, y text)")
-        conn.execute(f"ALTER TABLE {schema}.bag REPLICA IDENTITY FULL")
-        conn.execute(f"INSERT INTO {schema}.bag SELECT g, 'b' || g FROM generate_series(1, 5) g")
-        conn.execute(f"CREATE PUBLICATION {publication} FOR TABLE {schema}.k, {schema}.bag")
-    published = Published(pg_dsn, schema, publication)
+    published = publish(pg_dsn, k=("id int PRIMARY KEY, v text, w int", "2 * g, 'v' || 2 * g, g"))
     yield published
     unpublish(published)
 

@@ -231,15 +231,18 @@ class Published:
     publication: str
 
 
-def publish(dsn: str) -> Published:
+def publish(
+    dsn: str, k: tuple[str, str] = ("id int PRIMARY KEY, v text", "2 * g, 'v' || 2 * g")
+) -> Published:
+    """A schema of its own with ``k`` (``k``'s columns, and its rows' values of ``g`` in
+    1..30) and ``bag``, and a publication of both."""
     tag = uuid.uuid4().hex[:8]
     schema, pub = f"lw_{tag}", f"lw_pub_{tag}"
+    columns, values = k
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
-        conn.execute(f"CREATE TABLE {schema}.k (id int PRIMARY KEY, v text)")
-        conn.execute(
-            f"INSERT INTO {schema}.k SELECT 2 * g, 'v' || 2 * g FROM generate_series(1, 30) g"
-        )
+        conn.execute(f"CREATE TABLE {schema}.k ({columns})")
+        conn.execute(f"INSERT INTO {schema}.k SELECT {values} FROM generate_series(1, 30) g")
         conn.execute(f"CREATE TABLE {schema}.bag (x int, y text)")
         conn.execute(f"ALTER TABLE {schema}.bag REPLICA IDENTITY FULL")
         conn.execute(f"INSERT INTO {schema}.bag SELECT g, 'b' || g FROM generate_series(1, 20) g")
