@@ -328,7 +328,7 @@ def _locked(conn: psycopg.Connection[Any], chunk: Chunk) -> bool:
         conn.execute(lock_query(chunk))
     except psycopg.errors.LockNotAvailable:
         return False
-    conn.execute("SET LOCAL lock_timeout = 0")
+    conn.execute("SET LOCAL lock_timeout TO DEFAULT")  # the session's pinned value again
     return True
 
 
