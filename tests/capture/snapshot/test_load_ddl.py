@@ -88,9 +88,9 @@ class Altering(LoadHooks):
         self.done = False
 
     def _at(self, chunk: Chunk, point: str) -> None:
-        if self.done or point != self.point or chunk.table.name != "k":
-            return
-        if chunk.number != TARGET_CHUNK:
+        if self.done or point != self.point or (chunk.table.name, chunk.number) != (
+            "k", TARGET_CHUNK,
+        ):  # fmt: skip
             return
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             for statement in self.statements:
@@ -128,11 +128,9 @@ def folded(items: list[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
     layouts: list[tuple[tuple[str, int | None], ...]] = []
     newest: Table | None = None
     for item in items:
-        if not isinstance(item, ChangeEvent) or item.table.name != "k":
-            if isinstance(item, ChangeEvent):
-                tables.apply(Change.from_event(item))
+        if not isinstance(item, ChangeEvent):
             continue
-        if item.table is not newest:  # what the pump announces: the layout, in stream order
+        if item.table.name == "k" and item.table is not newest:  # a layout the pump announces
             newest = item.table
             layout = _layout(newest)
             if layout in layouts:
